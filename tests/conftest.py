@@ -1,0 +1,12 @@
+"""Test-wide setup: offline hubs and W&B, set before any test module imports transformers or datasets."""
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Tests import the flat top-level modules (flags, data, ...) the way the entry scripts do.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
