@@ -1,5 +1,186 @@
-"""Flags: dataclasses for HfArgumentParser, YAML configs with `_include`, command-line overrides, validation."""
+"""Flags: YAML configs (with `_include`) merged left to right, then command-line overrides, then dataclasses.
+
+    python pre_train_t5.py configs/quickstart.yaml --learning_rate 3e-4 --max_steps=200
+    python pre_train_t5.py runs/quickstart/config.yaml          # the resolved flags of an earlier run
+
+The dataclasses every entry script shares live in `run_flags.py`; this module only parses and validates.
+"""
+import dataclasses
+import difflib
+import enum
+import sys
+from pathlib import Path
+
+import yaml
+from transformers import HfArgumentParser
+
+INCLUDE_KEY = "_include"
+CONFIG_SUFFIXES = (".yaml", ".yml")
+# Never written to config.yaml: set by the launcher for each process, or a secret.
+UNSAVED_KEYS = ("local_rank", "hub_token")
 
 
 class UsageError(Exception):
     """Bad input from the user. Entry scripts print it as one `error: ...` line and exit with code 2."""
+
+
+def closest_names(name, choices, n=3):
+    """Up to n valid names closest to a misspelt one, for "did you mean" hints."""
+    return difflib.get_close_matches(name, list(choices), n=n, cutoff=0.6)
+
+
+def unknown_name_message(kind, name, where, choices):
+    """One-line message for an unknown key/flag with the closest valid names suggested."""
+    close = closest_names(name, choices)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "; see --help for valid names"
+    return f"unknown {kind} {name!r} in {where}{hint}"
+
+
+def deep_merge(base, override):
+    """Returns base updated by override; nested mappings merge key by key, every other value is replaced."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            value = deep_merge(merged[key], value)
+        merged[key] = value
+    return merged
+
+
+def load_yaml_config(path, _including=()):
+    """Reads one YAML config, merging its `_include` files (relative to it) first; refuses cycles."""
+    path = Path(path).resolve()
+    if path in _including:
+        chain = " -> ".join(p.name for p in (*_including, path))
+        raise UsageError(f"_include cycle in config files: {chain}; remove one of these includes")
+    if not path.is_file():
+        raise UsageError(f"config file {path} not found; check the path (includes are relative to the including file)")
+    try:
+        content = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise UsageError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if content is None:
+        content = {}
+    if not isinstance(content, dict):
+        raise UsageError(f"config file {path} must be a mapping of flag: value, got a {type(content).__name__}")
+    includes = content.pop(INCLUDE_KEY, [])
+    includes = [includes] if isinstance(includes, str) else includes
+    merged = {}
+    for include in includes:
+        merged = deep_merge(merged, load_yaml_config(path.parent / include, (*_including, path)))
+    return deep_merge(merged, content)
+
+
+def split_argv(argv):
+    """Splits argv into leading config files and the `--flag value` overrides that follow them."""
+    argv = list(argv)
+    first_flag = next((i for i, token in enumerate(argv) if token.startswith("-")), len(argv))
+    config_files, overrides = argv[:first_flag], argv[first_flag:]
+    for name in config_files:
+        if not name.endswith(CONFIG_SUFFIXES):
+            raise UsageError(f"positional argument {name!r} is not a YAML config (.yaml/.yml); flags need a leading --")
+    return config_files, overrides
+
+
+class _Parser(HfArgumentParser):
+    """HfArgumentParser that raises UsageError instead of printing usage, and never guesses abbreviations."""
+
+    def __init__(self, dataclass_types):
+        super().__init__(dataclass_types, allow_abbrev=False)
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _as_argparse_default(action, value):
+    """Scalars become strings so argparse type-checks YAML values exactly as it checks command-line values."""
+    if isinstance(value, (bool, int, float, str)) and action.type is not None:
+        return str(value)
+    return value
+
+
+def _parser_actions(parser):
+    return {action.dest: action for action in parser._actions if action.dest != "help"}
+
+
+def load_config_files(parser, config_files):
+    """Merges the YAML files left to right, refusing keys no dataclass declares (naming the file)."""
+    actions = _parser_actions(parser)
+    merged = {}
+    for config_file in config_files:
+        config = load_yaml_config(config_file)
+        for key in config:
+            if key not in actions:
+                raise UsageError(unknown_name_message("key", key, config_file, actions))
+        merged = deep_merge(merged, config)
+    return merged
+
+
+def _apply_config_defaults(parser, config):
+    """Makes config values the parser's defaults, so command-line flags parsed afterwards win."""
+    actions = _parser_actions(parser)
+    parser.set_defaults(**{key: _as_argparse_default(actions[key], value) for key, value in config.items()})
+
+
+def _check_overrides(parser, remaining):
+    """Refuses command-line flags no dataclass declares, suggesting the closest names."""
+    if not remaining:
+        return
+    unknown = next((token for token in remaining if token.startswith("--")), remaining[0])
+    name = "--" + unknown.lstrip("-").split("=")[0]
+    raise UsageError(unknown_name_message("flag", name, "the command line", ["--" + d for d in _parser_actions(parser)]))
+
+
+def _build_dataclasses(dataclass_types, namespace):
+    """Instantiates each dataclass from the parsed namespace; their __post_init__ checks turn into UsageError."""
+    values = vars(namespace)
+    instances = []
+    for dtype in dataclass_types:
+        kwargs = {f.name: values[f.name] for f in dataclasses.fields(dtype) if f.init and f.name in values}
+        try:
+            instances.append(dtype(**kwargs))
+        except UsageError:
+            raise
+        except (ValueError, TypeError) as err:
+            raise UsageError(str(err).strip().splitlines()[0]) from None
+    return tuple(instances)
+
+
+def _plain(value):
+    """A YAML-safe copy of a flag value (enums become their string value)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def resolved_flags(namespace):
+    """Every flag with its final value, in parser order: what config.yaml records."""
+    return {key: _plain(value) for key, value in vars(namespace).items() if key not in UNSAVED_KEYS}
+
+
+def parse_flags(dataclass_types, argv):
+    """Parses `[CONFIG.yaml ...] [--flag value ...]` into the dataclasses, plus the resolved flags dict.
+
+    Order: YAML files merged left to right (each with its includes), then command-line flags, then each
+    dataclass's __post_init__ validation. Any bad input raises UsageError with a one-line message.
+    """
+    parser = _Parser(dataclass_types)
+    config_files, overrides = split_argv(argv)
+    _apply_config_defaults(parser, load_config_files(parser, config_files))
+    namespace, remaining = parser.parse_known_args(overrides)
+    _check_overrides(parser, remaining)
+    return _build_dataclasses(dataclass_types, namespace), resolved_flags(namespace)
+
+
+def run_cli(main):
+    """Runs an entry script's main() for `__main__`: a UsageError becomes one `error:` line and exit code 2."""
+    try:
+        main()
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

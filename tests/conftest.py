@@ -10,3 +10,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # Tests import the flat top-level modules (flags, data, ...) the way the entry scripts do.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# absl's TestCase helpers (create_tempdir) read absl flags, which pytest never parses: use their defaults.
+from absl import flags as absl_flags  # noqa: E402
+
+absl_flags.FLAGS.mark_as_parsed()

@@ -1,0 +1,82 @@
+"""Tokenizer and model construction shared by the entry scripts: load, check, build from a size preset."""
+import logging
+import math
+from pathlib import Path
+
+from transformers import AutoConfig, AutoTokenizer, T5Config, T5ForConditionalGeneration, T5TokenizerFast
+
+import constants
+from flags import UsageError
+
+logger = logging.getLogger(__name__)
+
+
+def check_t5_tokenizer(tokenizer, name):
+    """Refuses a tokenizer without T5's pad/EOS tokens or its 100 `<extra_id_N>` sentinels."""
+    if tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
+        raise UsageError(f"tokenizer {name} has no pad or EOS token; use a T5 tokenizer or train_tokenizer.py")
+    missing = [f"<extra_id_{i}>" for i in range(constants.NUM_SENTINELS)
+               if tokenizer.convert_tokens_to_ids(f"<extra_id_{i}>") in (None, tokenizer.unk_token_id)]
+    if missing:
+        raise UsageError(f"tokenizer {name} lacks the sentinel tokens {missing[0]}..{missing[-1]} span corruption "
+                         "needs; use a T5 tokenizer or one made by train_tokenizer.py")
+
+
+def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False):
+    """Loads a fast tokenizer by hub name or folder and checks it has T5's special tokens."""
+    # A bare folder (spiece.model/tokenizer.json, no tokenizer_config.json) loads through AutoTokenizer
+    # without T5's special tokens, so it is read as a T5 tokenizer explicitly.
+    bare_folder = Path(name_or_path).is_dir() and not (Path(name_or_path) / "tokenizer_config.json").exists()
+    loader = T5TokenizerFast if bare_folder else AutoTokenizer
+    try:
+        tokenizer = loader.from_pretrained(name_or_path, cache_dir=cache_dir, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"cannot load tokenizer {name_or_path!r} (--tokenizer_name_or_path): "
+                         f"{str(err).splitlines()[0]}; offline, pass a local folder") from None
+    check_t5_tokenizer(tokenizer, name_or_path)
+    return tokenizer
+
+
+def padded_vocab_size(tokenizer):
+    """len(tokenizer) rounded up to a multiple of 128, as the released T5 checkpoints do (32100 -> 32128)."""
+    return math.ceil(len(tokenizer) / constants.VOCAB_PAD_MULTIPLE) * constants.VOCAB_PAD_MULTIPLE
+
+
+def build_t5_config(model_size, tokenizer, dropout_rate):
+    """A T5Config for a size preset, with vocabulary and special ids taken from the tokenizer."""
+    return T5Config(**constants.MODEL_SIZE_PRESETS[model_size], vocab_size=padded_vocab_size(tokenizer),
+                    dropout_rate=dropout_rate, pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                    # T5 starts decoding from the pad id; transformers 5.x's T5Config leaves it unset.
+                    decoder_start_token_id=tokenizer.pad_token_id)
+
+
+def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False):
+    """Loads an existing encoder-decoder model, refusing anything that is not a T5-style seq2seq model."""
+    try:
+        config = AutoConfig.from_pretrained(name_or_path, cache_dir=cache_dir, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"cannot load model {name_or_path!r} (--model_name_or_path): "
+                         f"{str(err).splitlines()[0]}") from None
+    if not getattr(config, "is_encoder_decoder", False):
+        raise UsageError(f"--model_name_or_path {name_or_path} is a {config.model_type} model, not an "
+                         "encoder-decoder (seq2seq) model; pass a T5 folder or hub name")
+    return T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir)
+
+
+def build_model(model_args, tokenizer):
+    """Random init from --model_size, or the model at --model_name_or_path; resized to the tokenizer."""
+    if model_args.model_name_or_path:
+        model = load_pretrained_t5(model_args.model_name_or_path, model_args.cache_dir,
+                                   model_args.trust_remote_code)
+        if model.get_input_embeddings().num_embeddings < len(tokenizer):
+            model.resize_token_embeddings(padded_vocab_size(tokenizer))
+    else:
+        model = T5ForConditionalGeneration(build_t5_config(model_args.model_size, tokenizer, model_args.dropout_rate))
+    # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
+    model.accepts_loss_kwargs = False
+    return model
+
+
+def count_parameters(model):
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,78 @@
+"""The run's output folder: refuse to clobber it, find the checkpoint to resume, write files atomically."""
+import json
+import logging
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+from transformers.trainer_utils import get_last_checkpoint
+
+from flags import UsageError
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.json"
+LOSS_CURVE_FILE = "loss_curve.png"
+
+
+def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
+    """Refuses a non-empty output folder unless the user asked to resume or to overwrite."""
+    path = Path(output_dir)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--output_dir {path} is a file; pass a folder path")
+    if not path.is_dir() or not any(path.iterdir()) or overwrite_output_dir or resume_from_checkpoint:
+        return
+    raise UsageError(f"--output_dir {path} is not empty; pass --overwrite_output_dir to write into it, "
+                     "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
+
+
+def resolve_checkpoint(output_dir, resume_from_checkpoint):
+    """Maps --resume_from_checkpoint (None, 'auto' or a path) to a checkpoint folder or None."""
+    if resume_from_checkpoint in (None, "", "false", "False"):
+        return None
+    if resume_from_checkpoint == "auto":
+        last = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+        logger.info("--resume_from_checkpoint auto: %s", last or "no checkpoint yet, starting from scratch")
+        return last
+    if not Path(resume_from_checkpoint).is_dir():
+        raise UsageError(f"--resume_from_checkpoint {resume_from_checkpoint} is not a checkpoint folder; "
+                         "pass 'auto' or a path like OUTPUT_DIR/checkpoint-500")
+    return resume_from_checkpoint
+
+
+@contextmanager
+def atomic_write(path, mode="w"):
+    """Writes to a temporary file beside `path`, then renames it over `path`: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path, data):
+    with atomic_write(path) as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def write_yaml(path, data):
+    with atomic_write(path) as handle:
+        yaml.safe_dump(data, handle, sort_keys=False)
+
+
+def write_resolved_config(output_dir, flags):
+    """Saves the fully resolved flags; `python ENTRY.py OUTPUT_DIR/config.yaml` alone reruns the run."""
+    path = Path(output_dir) / CONFIG_FILE
+    write_yaml(path, flags)
+    return path

@@ -1,0 +1,59 @@
+"""What a run logs: per-process log levels, the start-up summary, and tokens/s during training."""
+import logging
+import sys
+import time
+
+import datasets
+import transformers
+from transformers import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+
+def setup_logging(training_args):
+    """One format for every module; replicas log warnings only, as HF examples do."""
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
+                        handlers=[logging.StreamHandler(sys.stdout)], force=True)
+    level = training_args.get_process_log_level()
+    logging.getLogger().setLevel(level)
+    datasets.utils.logging.set_verbosity(level)
+    transformers.utils.logging.set_verbosity(level)
+    logger.warning("process rank %d of %d, device %s, bf16 %s, fp16 %s", training_args.process_index,
+                   training_args.world_size, training_args.device, training_args.bf16, training_args.fp16)
+
+
+def global_batch_size(training_args):
+    """Examples per optimizer step: per-device batch x gradient accumulation x world size."""
+    return (training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
+            * training_args.world_size)
+
+
+def log_run_summary(flags, num_parameters, tokens_per_example, training_args):
+    """Start-up lines that let you trust a run: flags, model size, batch and tokens per optimizer step."""
+    logger.info("resolved flags: %s", flags)
+    batch = global_batch_size(training_args)
+    logger.info("parameters: %.2fM | global batch %d = %d per device x %d accumulation x %d processes | "
+                "%d tokens per optimizer step", num_parameters / 1e6, batch,
+                training_args.per_device_train_batch_size, training_args.gradient_accumulation_steps,
+                training_args.world_size, batch * tokens_per_example)
+
+
+class ThroughputCallback(TrainerCallback):
+    """Adds `tokens_per_second` (encoder + decoder tokens, all processes) to every training log line."""
+
+    def __init__(self, tokens_per_step):
+        self.tokens_per_step = tokens_per_step
+        self.last_time = self.last_step = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.last_time is None:  # start the clock at the first step, after data loading and set-up
+            self.last_time, self.last_step = time.perf_counter(), state.global_step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is None or "loss" not in logs or self.last_time is None:
+            return
+        now = time.perf_counter()
+        steps = state.global_step - self.last_step
+        if steps > 0:
+            logs["tokens_per_second"] = round(steps * self.tokens_per_step / (now - self.last_time), 1)
+        self.last_time, self.last_step = now, state.global_step

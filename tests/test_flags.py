@@ -1,0 +1,142 @@
+"""flags.py: YAML merge order, _include, command-line overrides, refusals, config.yaml round trip."""
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import yaml
+from absl.testing import absltest, parameterized
+
+import flags
+from flags import UsageError
+
+
+@dataclasses.dataclass
+class ToyArguments:
+    learning_rate: float = dataclasses.field(default=1e-3, metadata={"help": "step size"})
+    batch_size: int = dataclasses.field(default=8, metadata={"help": "examples per step"})
+    name: str = dataclasses.field(default="run", metadata={"help": "run name"})
+    use_bf16: bool = dataclasses.field(default=False, metadata={"help": "bf16 autocast"})
+    files: list[str] = dataclasses.field(default=None, metadata={"help": "input files"})
+    schedule_kwargs: dict = dataclasses.field(default=None, metadata={"help": "scheduler options"})
+
+    def __post_init__(self):
+        if self.batch_size < 1:
+            raise UsageError(f"--batch_size={self.batch_size} must be >= 1")
+
+
+class FlagsTest(parameterized.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+
+    def write(self, name, content):
+        path = self.dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
+        return str(path)
+
+    def parse(self, *argv):
+        (args,), resolved = flags.parse_flags((ToyArguments,), list(argv))
+        return args, resolved
+
+    def test_defaults_without_config(self):
+        args, resolved = self.parse()
+        self.assertEqual((args.learning_rate, args.batch_size, args.name), (1e-3, 8, "run"))
+        self.assertEqual(resolved["batch_size"], 8)
+
+    def test_files_merge_left_to_right_then_command_line_wins(self):
+        a = self.write("a.yaml", {"learning_rate": 0.1, "batch_size": 2, "name": "a"})
+        b = self.write("b.yaml", {"batch_size": 4})
+        args, _ = self.parse(a, b, "--name=cli")
+        self.assertEqual((args.learning_rate, args.batch_size, args.name), (0.1, 4, "cli"))
+        args, _ = self.parse(b, a)
+        self.assertEqual(args.batch_size, 2)
+
+    def test_yaml_values_are_type_checked_like_command_line_values(self):
+        # YAML 1.1 reads 3e-4 as a string; it must still become the float 3e-4.
+        args, _ = self.parse(self.write("c.yaml", "learning_rate: 3e-4\nuse_bf16: true\n"))
+        self.assertEqual(args.learning_rate, 3e-4)
+        self.assertIs(args.use_bf16, True)
+        with self.assertRaisesRegex(UsageError, "learning_rate.*invalid float value: 'fast'"):
+            self.parse(self.write("d.yaml", "learning_rate: fast\n"))
+
+    def test_nested_mappings_deep_merge(self):
+        a = self.write("a.yaml", {"schedule_kwargs": {"power": 2.0, "end": 0.1}})
+        b = self.write("b.yaml", {"schedule_kwargs": {"end": 0.0}})
+        args, _ = self.parse(a, b)
+        self.assertEqual(args.schedule_kwargs, {"power": 2.0, "end": 0.0})
+
+    def test_include_is_relative_to_the_including_file_and_merged_first(self):
+        self.write("presets/base.yaml", {"learning_rate": 0.5, "batch_size": 16})
+        child = self.write("configs/child.yaml", "_include: [../presets/base.yaml]\nbatch_size: 32\n")
+        args, resolved = self.parse(child)
+        self.assertEqual((args.learning_rate, args.batch_size), (0.5, 32))
+        self.assertNotIn("_include", resolved)
+
+    def test_include_cycle_is_refused(self):
+        self.write("x.yaml", "_include: [y.yaml]\n")
+        self.write("y.yaml", "_include: [x.yaml]\n")
+        with self.assertRaisesRegex(UsageError, r"_include cycle in config files: x.yaml -> y.yaml -> x.yaml"):
+            self.parse(str(self.dir / "x.yaml"))
+
+    @parameterized.named_parameters(
+        ("list_document", "- learning_rate\n- 1\n", "must be a mapping of flag: value, got a list"),
+        ("scalar_document", "just text\n", "must be a mapping of flag: value, got a str"),
+        ("broken_yaml", "learning_rate: [1\n", "is not valid YAML"),
+    )
+    def test_bad_config_file_is_refused(self, content, message):
+        with self.assertRaisesRegex(UsageError, message):
+            self.parse(self.write("bad.yaml", content))
+
+    def test_missing_config_file(self):
+        with self.assertRaisesRegex(UsageError, "config file .*nope.yaml not found"):
+            self.parse(str(self.dir / "nope.yaml"))
+
+    def test_unknown_yaml_key_names_the_file_and_suggests(self):
+        path = self.write("typo.yaml", {"learning_rat": 0.1})
+        with self.assertRaisesRegex(UsageError, rf"unknown key 'learning_rat' in {path}; did you mean 'learning_rate'"):
+            self.parse(path)
+
+    def test_unknown_command_line_flag_suggests(self):
+        with self.assertRaisesRegex(UsageError, r"unknown flag '--batch_sise' .*did you mean '--batch_size'"):
+            self.parse("--batch_sise", "3")
+
+    def test_abbreviations_are_not_guessed(self):
+        with self.assertRaisesRegex(UsageError, "unknown flag '--learning'"):
+            self.parse("--learning", "0.1")
+
+    def test_positional_that_is_not_yaml(self):
+        with self.assertRaisesRegex(UsageError, "'train.txt' is not a YAML config"):
+            self.parse("train.txt")
+
+    def test_dataclass_validation_becomes_usage_error(self):
+        with self.assertRaisesRegex(UsageError, "--batch_size=0 must be >= 1"):
+            self.parse("--batch_size", "0")
+
+    def test_resolved_flags_round_trip_through_yaml(self):
+        a = self.write("a.yaml", {"learning_rate": 0.25, "files": ["x.txt", "y.txt"], "schedule_kwargs": {"p": 1}})
+        args, resolved = self.parse(a, "--batch_size", "3", "--use_bf16", "true")
+        saved = self.write("resolved/config.yaml", resolved)
+        again, resolved_again = self.parse(saved)
+        self.assertEqual(again, args)
+        self.assertEqual(resolved_again, resolved)
+
+    def test_secrets_and_launcher_keys_are_not_saved(self):
+        from run_flags import T5TrainingArguments
+        _, resolved = flags.parse_flags((T5TrainingArguments,), ["--output_dir", str(self.dir), "--hub_token",
+                                                                 "hf_secret123", "--local_rank=0", "--use_cpu", "1"])
+        self.assertNotIn("hub_token", resolved)
+        self.assertNotIn("local_rank", resolved)
+        self.assertNotIn("hf_secret123", yaml.safe_dump(resolved))
+
+    def test_run_cli_turns_usage_error_into_exit_2(self):
+        def bad_main():
+            raise UsageError("--x is wrong; pass --y")
+        with self.assertRaises(SystemExit) as exit_info:
+            flags.run_cli(bad_main)
+        self.assertEqual(exit_info.exception.code, 2)
+
+
+if __name__ == "__main__":
+    absltest.main()
