@@ -52,10 +52,15 @@ def load_raw_corpus(data_args, cache_dir=None, trust_remote_code=False):
     return {"train": train, "validation": validation}
 
 
+def column_names(dataset):
+    """Columns of a dataset; a stream of local files only knows them after reading its first row."""
+    return dataset.column_names or list(next(iter(dataset)).keys())
+
+
 def check_text_column(dataset, text_column, split):
     """Refuses a corpus without the text column, listing the columns it has."""
-    columns = dataset.column_names or []
-    if columns and text_column not in columns:
+    columns = column_names(dataset)
+    if text_column not in columns:
         raise UsageError(f"--text_column {text_column!r} is not a column of the {split} data; "
                          f"columns: {', '.join(columns)}")
 
@@ -73,7 +78,7 @@ def tokenize_documents(dataset, tokenizer, text_column, num_proc=None, overwrite
         texts = [text for text in batch[text_column] if text and not text.isspace()]
         return {"input_ids": tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]}
 
-    kwargs = dict(batched=True, batch_size=TOKENIZE_BATCH_SIZE, remove_columns=dataset.column_names)
+    kwargs = dict(batched=True, batch_size=TOKENIZE_BATCH_SIZE, remove_columns=column_names(dataset))
     if isinstance(dataset, datasets.IterableDataset):
         return dataset.map(tokenize, **kwargs)
     return dataset.map(tokenize, num_proc=num_proc, load_from_cache_file=not overwrite_cache,
