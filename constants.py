@@ -34,3 +34,209 @@ MODEL_SIZE_PRESETS = {
     "t5-v1_1-base": dict(d_model=768, d_ff=2048, d_kv=64, num_layers=12, num_heads=12, **_T5_V1_1),
     "t5-v1_1-large": dict(d_model=1024, d_ff=2816, d_kv=64, num_layers=24, num_heads=16, **_T5_V1_1),
 }
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fine-tuning task registry: DATASET_VALS[benchmark][task]. task_format.py formats rows with it, metrics.py scores.
+#
+# Input text follows T5's `preprocessors.glue` (google-research/text-to-text-transfer-transformer,
+# t5/data/preprocessors.py): the prefix, then "<column>: <value>" for each column of a list `text_column_name`,
+# joined by single spaces ("mnli hypothesis: ... premise: ..."). T5 orders columns by sorted feature name unless
+# t5/data/glue_utils.py `get_glue_text_preprocessor` names them (WiC: sentence1, sentence2, word). A single str
+# column is appended bare after the prefix, so the prefix carries its name: "sst2 sentence: ...", "summarize: ...".
+# Label words are the ClassLabel names T5 decodes targets to (`label_names=builder_config.label_classes`, the
+# same names as the HF hub datasets), keyed by the hub's integer label id; the order of `labels` is class order.
+#
+# Keys of an entry:
+#   task_type            "classification" | "regression" | "generation"
+#   prefix, text_column_name, label_column_name, labels (None unless classification),
+#   metric_names         metrics.py names (HF `evaluate` names); "combined_score" = their mean (HF run_glue.py)
+#   metric_to_optimize   one of metric_names, or "combined_score" = the GLUE server's task score
+#   hub_name             (path, config name) for datasets.load_dataset
+#   train_split, validation_splits, test_splits   hub split names (MNLI evaluates on two)
+#   data_dir_name        folder under --data_dir, named as in the official GLUE / SuperGLUE downloads
+#   file_format          "tsv" (read with csv.QUOTE_NONE, as HF's glue.py does) | "jsonl" | "parallel_text"
+#   data_files           hub split -> file in data_dir_name ("parallel_text": hub split -> {column: file})
+#   tsv_columns          hub split -> column names of header-less files (CoLA train/dev); other files have a header
+#   file_column_map      file column -> our column; columns absent from it keep their name
+#   file_label_map       raw file label -> label id; None: regression parses a float, generation keeps the text
+# Files without a label column (GLUE/SuperGLUE test splits) get label NO_LABEL, as the hub's test splits have.
+
+NO_LABEL = -1  # hub label of unlabeled (test) rows; T5's `glue` preprocessor turns it into the target "<unk>".
+NO_LABEL_TARGET = "<unk>"
+# T5 `preprocessors.stsb`: tf.as_string(tf.round(label * 5) / 5, precision=1), in float32 with round-half-to-even:
+# STS-B scores become one of 0.0, 0.2, ..., 5.0, rendered with one decimal ("3.8").
+STSB_TARGET_RESOLUTION = 5
+
+# Metrics each task type can report (metrics.py computes them; names as HF `evaluate`'s glue/rouge metrics).
+METRIC_NAMES_BY_TASK_TYPE = {
+    "classification": ("accuracy", "f1", "matthews_correlation"),
+    "regression": ("pearson", "spearmanr"),
+    "generation": ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu"),
+}
+COMBINED_SCORE = "combined_score"  # mean of a classification/regression task's metric_names (HF run_glue.py).
+
+_GLUE_FILES = dict(
+    train_split="train", validation_splits=("validation",), test_splits=("test",), file_format="tsv",
+    data_files={"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}, tsv_columns={},
+)
+_SUPER_GLUE_FILES = dict(
+    train_split="train", validation_splits=("validation",), test_splits=("test",), file_format="jsonl",
+    data_files={"train": "train.jsonl", "validation": "val.jsonl", "test": "test.jsonl"}, tsv_columns={},
+)
+_BINARY_TSV_LABELS = {"0": 0, "1": 1}  # SST-2, CoLA, MRPC, QQP and WNLI files hold the label id as text.
+_ACCURACY = dict(metric_names=("accuracy",), metric_to_optimize="accuracy")
+_F1_ACCURACY = dict(metric_names=("f1", "accuracy"), metric_to_optimize=COMBINED_SCORE)
+_COLA_FILE_COLUMNS = ("source", "label", "label_notes", "sentence")  # CoLA README; train/dev have no header.
+
+DATASET_VALS = {
+    "glue": {
+        "cola": dict(
+            task_type="classification", prefix="cola sentence:", text_column_name="sentence",
+            label_column_name="label", labels={0: "unacceptable", 1: "acceptable"},
+            metric_names=("matthews_correlation",), metric_to_optimize="matthews_correlation",
+            hub_name=("nyu-mll/glue", "cola"), data_dir_name="CoLA",
+            **(_GLUE_FILES | dict(tsv_columns={"train": _COLA_FILE_COLUMNS, "validation": _COLA_FILE_COLUMNS})),
+            file_column_map={}, file_label_map=_BINARY_TSV_LABELS,
+        ),
+        "sst2": dict(
+            task_type="classification", prefix="sst2 sentence:", text_column_name="sentence",
+            label_column_name="label", labels={0: "negative", 1: "positive"}, **_ACCURACY,
+            hub_name=("nyu-mll/glue", "sst2"), data_dir_name="SST-2", **_GLUE_FILES,
+            file_column_map={}, file_label_map=_BINARY_TSV_LABELS,
+        ),
+        "mrpc": dict(
+            task_type="classification", prefix="mrpc", text_column_name=["sentence1", "sentence2"],
+            label_column_name="label", labels={0: "not_equivalent", 1: "equivalent"}, **_F1_ACCURACY,
+            hub_name=("nyu-mll/glue", "mrpc"), data_dir_name="MRPC", **_GLUE_FILES,
+            # The header starts with a UTF-8 BOM ("\ufeffQuality"); task_format.convert_file_row drops it.
+            file_column_map={"Quality": "label", "#1 String": "sentence1", "#2 String": "sentence2"},
+            file_label_map=_BINARY_TSV_LABELS,
+        ),
+        "qqp": dict(
+            task_type="classification", prefix="qqp", text_column_name=["question1", "question2"],
+            label_column_name="label", labels={0: "not_duplicate", 1: "duplicate"}, **_F1_ACCURACY,
+            hub_name=("nyu-mll/glue", "qqp"), data_dir_name="QQP", **_GLUE_FILES,
+            file_column_map={"is_duplicate": "label"}, file_label_map=_BINARY_TSV_LABELS,
+        ),
+        "stsb": dict(
+            task_type="regression", prefix="stsb", text_column_name=["sentence1", "sentence2"],
+            label_column_name="label", labels=None,
+            metric_names=("pearson", "spearmanr"), metric_to_optimize=COMBINED_SCORE,
+            hub_name=("nyu-mll/glue", "stsb"), data_dir_name="STS-B", **_GLUE_FILES,
+            file_column_map={"score": "label"}, file_label_map=None,
+        ),
+        "mnli": dict(
+            task_type="classification", prefix="mnli", text_column_name=["hypothesis", "premise"],
+            label_column_name="label", labels={0: "entailment", 1: "neutral", 2: "contradiction"}, **_ACCURACY,
+            hub_name=("nyu-mll/glue", "mnli"), data_dir_name="MNLI",
+            **(_GLUE_FILES | dict(
+                validation_splits=("validation_matched", "validation_mismatched"),
+                test_splits=("test_matched", "test_mismatched"),
+                data_files={"train": "train.tsv", "validation_matched": "dev_matched.tsv",
+                            "validation_mismatched": "dev_mismatched.tsv", "test_matched": "test_matched.tsv",
+                            "test_mismatched": "test_mismatched.tsv"},
+            )),
+            file_column_map={"sentence1": "premise", "sentence2": "hypothesis", "gold_label": "label"},
+            file_label_map={"entailment": 0, "neutral": 1, "contradiction": 2},
+        ),
+        "qnli": dict(
+            task_type="classification", prefix="qnli", text_column_name=["question", "sentence"],
+            label_column_name="label", labels={0: "entailment", 1: "not_entailment"}, **_ACCURACY,
+            hub_name=("nyu-mll/glue", "qnli"), data_dir_name="QNLI", **_GLUE_FILES,
+            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1},
+        ),
+        "rte": dict(
+            task_type="classification", prefix="rte", text_column_name=["sentence1", "sentence2"],
+            label_column_name="label", labels={0: "entailment", 1: "not_entailment"}, **_ACCURACY,
+            hub_name=("nyu-mll/glue", "rte"), data_dir_name="RTE", **_GLUE_FILES,
+            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1},
+        ),
+        "wnli": dict(
+            task_type="classification", prefix="wnli", text_column_name=["sentence1", "sentence2"],
+            label_column_name="label", labels={0: "not_entailment", 1: "entailment"}, **_ACCURACY,
+            hub_name=("nyu-mll/glue", "wnli"), data_dir_name="WNLI", **_GLUE_FILES,
+            file_column_map={}, file_label_map=_BINARY_TSV_LABELS,
+        ),
+    },
+    "super_glue": {
+        "boolq": dict(
+            task_type="classification", prefix="boolq", text_column_name=["passage", "question"],
+            label_column_name="label", labels={0: "False", 1: "True"}, **_ACCURACY,
+            hub_name=("aps/super_glue", "boolq"), data_dir_name="BoolQ", **_SUPER_GLUE_FILES,
+            # "answer": the original BoolQ release (question, title, answer, passage) names the label so.
+            file_column_map={"answer": "label"}, file_label_map={False: 0, True: 1},
+        ),
+        "cb": dict(
+            task_type="classification", prefix="cb", text_column_name=["hypothesis", "premise"],
+            label_column_name="label", labels={0: "entailment", 1: "contradiction", 2: "neutral"},
+            metric_names=("f1", "accuracy"), metric_to_optimize=COMBINED_SCORE,  # f1: mean over 3 classes
+            hub_name=("aps/super_glue", "cb"), data_dir_name="CB", **_SUPER_GLUE_FILES,
+            file_column_map={}, file_label_map={"entailment": 0, "contradiction": 1, "neutral": 2},
+        ),
+        "copa": dict(
+            task_type="classification", prefix="copa",
+            text_column_name=["choice1", "choice2", "premise", "question"],  # T5: sorted feature names
+            label_column_name="label", labels={0: "choice1", 1: "choice2"}, **_ACCURACY,
+            hub_name=("aps/super_glue", "copa"), data_dir_name="COPA", **_SUPER_GLUE_FILES,
+            file_column_map={}, file_label_map={0: 0, 1: 1},
+        ),
+        "rte": dict(
+            task_type="classification", prefix="rte", text_column_name=["hypothesis", "premise"],
+            label_column_name="label", labels={0: "entailment", 1: "not_entailment"}, **_ACCURACY,
+            hub_name=("aps/super_glue", "rte"), data_dir_name="RTE", **_SUPER_GLUE_FILES,
+            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1},
+        ),
+        "wic": dict(
+            task_type="classification", prefix="wic",
+            text_column_name=["sentence1", "sentence2", "word"],  # glue_utils.py: feature_names for wic
+            label_column_name="label", labels={0: "False", 1: "True"}, **_ACCURACY,
+            hub_name=("aps/super_glue", "wic"), data_dir_name="WiC", **_SUPER_GLUE_FILES,
+            file_column_map={}, file_label_map={False: 0, True: 1},
+        ),
+    },
+    "summarization": {
+        # T5 `preprocessors.summarize`: "summarize: <article>" -> highlights (sentences separated by "\n").
+        "cnn_dailymail": dict(
+            task_type="generation", prefix="summarize:", text_column_name="article",
+            label_column_name="highlights", labels=None,
+            metric_names=("rouge1", "rouge2", "rougeL", "rougeLsum"), metric_to_optimize="rougeLsum",
+            hub_name=("abisee/cnn_dailymail", "3.0.0"), data_dir_name="cnn_dailymail",
+            train_split="train", validation_splits=("validation",), test_splits=("test",),
+            file_format="jsonl", tsv_columns={},
+            data_files={"train": "train.jsonl", "validation": "validation.jsonl", "test": "test.jsonl"},
+            file_column_map={}, file_label_map=None,
+        ),
+    },
+    "translation": {
+        # T5 `preprocessors.translate`: "translate English to German: <en>" -> <de>. Multi30k (Elliott et al.
+        # 2016) ships line-aligned raw text files, e.g. val.en / val.de.
+        "multi30k_en_de": dict(
+            task_type="generation", prefix="translate English to German:", text_column_name="en",
+            label_column_name="de", labels=None, metric_names=("bleu",), metric_to_optimize="bleu",
+            hub_name=("bentrevett/multi30k", None), data_dir_name="multi30k",
+            train_split="train", validation_splits=("validation",), test_splits=("test",),
+            file_format="parallel_text", tsv_columns={},
+            data_files={split: {"en": f"{stem}.en", "de": f"{stem}.de"}
+                        for split, stem in [("train", "train"), ("validation", "val"), ("test", "test")]},
+            file_column_map={}, file_label_map=None,
+        ),
+    },
+}
+
+# GLUE score (Wang et al. 2019, sec. 4): a task with two metrics scores their mean, MNLI the mean of matched and
+# mismatched accuracy (the "MNLI" group of t5/evaluation/eval_utils.py METRIC_NAMES); the benchmark score is the
+# unweighted mean over tasks. Each task maps to (result key, metric name) pairs; result keys are task names, or
+# metrics.split_result_key(task, split) for split-specific results. The GLUE server averages all nine tasks;
+# T5 and BERT leave WNLI out (pass `tasks=` to metrics.glue_average).
+GLUE_SCORE_METRICS = {
+    "cola": (("cola", "matthews_correlation"),),
+    "sst2": (("sst2", "accuracy"),),
+    "mrpc": (("mrpc", "f1"), ("mrpc", "accuracy")),
+    "stsb": (("stsb", "pearson"), ("stsb", "spearmanr")),
+    "qqp": (("qqp", "f1"), ("qqp", "accuracy")),
+    "mnli": (("mnli_matched", "accuracy"), ("mnli_mismatched", "accuracy")),
+    "qnli": (("qnli", "accuracy"),),
+    "rte": (("rte", "accuracy"),),
+    "wnli": (("wnli", "accuracy"),),
+}
+GLUE_TASKS_WITH_TWO_METRICS = tuple(task for task, pairs in GLUE_SCORE_METRICS.items() if len(pairs) == 2)

@@ -55,5 +55,9 @@ class ThroughputCallback(TrainerCallback):
         now = time.perf_counter()
         steps = state.global_step - self.last_step
         if steps > 0:
-            logs["tokens_per_second"] = round(steps * self.tokens_per_step / (now - self.last_time), 1)
+            rate = round(steps * self.tokens_per_step / (now - self.last_time), 1)
+            logs["tokens_per_second"] = rate  # the printed line / report_to
+            # Trainer appended this log to log_history before calling callbacks; metrics.json reads it there.
+            if state.log_history and state.log_history[-1].get("step") == state.global_step:
+                state.log_history[-1]["tokens_per_second"] = rate
         self.last_time, self.last_step = now, state.global_step

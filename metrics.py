@@ -1,0 +1,231 @@
+"""Generated text -> labels -> metrics, per task; the GLUE average; label-word scoring for `--label_scoring rank`.
+
+Conventions (the same for every task, written to metrics.json):
+- Every metric is on T5's and the GLUE leaderboard's 0-100 scale (t5/evaluation/metrics.py multiplies by 100);
+  `invalid_rate` is a percentage too, `invalid_count` a count.
+- A generation maps to a label only when it equals a label word after `task_format.normalize_text` (outer
+  whitespace stripped, inner runs collapsed, case kept). Anything else is invalid: counted, and scored as wrong,
+  never as some label. Predicted labels are class indices (the order of `labels`), invalid ones INVALID = -1:
+  accuracy and MCC see -1 as a class no reference has (T5's sklearn wrappers do the same); binary F1 flips an
+  invalid prediction to the opposite of its reference, as T5's `f1_score_with_invalid` does, because a -1 would
+  otherwise count as a correct negative; multi-class F1 (CB) averages over the real classes only, so -1 is a
+  miss for the reference's class (T5 `mean_multiclass_f1`).
+- Regression (STS-B): a generation that does not parse as a finite float is invalid and scored as -1.0 (T5
+  `postprocessors.string_to_float` default), below every real score. A correlation that is undefined (fewer
+  than 2 rows, or constant predictions, common early in training) is reported as 0.0 with a warning, so best-model
+  selection never compares NaN.
+- Generation tasks: an empty generation is counted as invalid and still scored (ROUGE/BLEU give it 0).
+- Classification and regression tasks with two metrics also report COMBINED_SCORE, their mean: the GLUE
+  server's task score (HF run_glue.py's "combined_score").
+"""
+import logging
+import math
+
+import numpy as np
+import sacrebleu
+import scipy.stats
+import sklearn.metrics
+from rouge_score import rouge_scorer
+
+from constants import COMBINED_SCORE, GLUE_SCORE_METRICS
+from task_format import combines_metrics, normalize_text
+
+logger = logging.getLogger(__name__)
+
+INVALID = -1  # predicted class index of a generation that is no label word
+STSB_INVALID_SCORE = -1.0  # t5/data/postprocessors.py string_to_float(default=-1.)
+PERCENT = 100.0
+
+
+def split_result_key(task: str, split: str) -> str:
+    """The per_task_metrics key for one split: "mnli" + "validation_matched" -> "mnli_matched"."""
+    for prefix in ("validation", "test"):
+        if split.startswith(prefix):
+            return task + split[len(prefix):]
+    return f"{task}_{split}"
+
+
+def label_indices(task_vals) -> dict:
+    """Normalised label word -> class index (the order of task_vals["labels"])."""
+    return {normalize_text(word): index for index, word in enumerate(task_vals["labels"].values())}
+
+
+def parse_label(task_vals, text: str):
+    """The label id a generation names, or None when it names no label."""
+    index = label_indices(task_vals).get(normalize_text(text))
+    return None if index is None else list(task_vals["labels"])[index]
+
+
+def parse_score(text: str):
+    """The float a regression generation holds, or None when it is no finite number ("nan" included)."""
+    try:
+        value = float(normalize_text(text))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def to_class_indices(task_vals, texts, what: str) -> np.ndarray:
+    """(N,) class indices; INVALID where a prediction names no label. References must all be label words."""
+    indices = label_indices(task_vals)
+    values = np.array([indices.get(normalize_text(text), INVALID) for text in texts], dtype=np.int64)
+    if what == "references" and (values == INVALID).any():
+        bad = texts[int(np.argmax(values == INVALID))]
+        raise ValueError(f"reference {bad!r} of task {task_vals.get('name', 'custom')} is no label word; "
+                         f"references must be format_target outputs")
+    return values
+
+
+def to_scores(texts, what: str) -> np.ndarray:
+    """(N,) floats; STSB_INVALID_SCORE where a prediction is no number. References must all be numbers."""
+    values = [parse_score(text) for text in texts]
+    if what == "references" and None in values:
+        raise ValueError(f"reference {texts[values.index(None)]!r} is not a number")
+    return np.array([STSB_INVALID_SCORE if value is None else value for value in values], dtype=np.float64)
+
+
+def accuracy(references, predictions) -> float:
+    return PERCENT * float(sklearn.metrics.accuracy_score(references, predictions))
+
+
+def f1(references, predictions, num_labels: int) -> float:
+    """Binary F1 of class 1 (GLUE's positive class: "equivalent", "duplicate"), or the mean F1 over classes."""
+    references, predictions = np.asarray(references), np.array(predictions)
+    if num_labels == 2:
+        invalid = predictions == INVALID
+        predictions[invalid] = 1 - references[invalid]
+        return PERCENT * float(sklearn.metrics.f1_score(references, predictions, pos_label=1, zero_division=0.0))
+    return PERCENT * float(sklearn.metrics.f1_score(
+        references, predictions, labels=list(range(num_labels)), average="macro", zero_division=0.0))
+
+
+def matthews_correlation(references, predictions) -> float:
+    return PERCENT * float(sklearn.metrics.matthews_corrcoef(references, predictions))
+
+
+def correlation_defined(references, predictions, name: str) -> bool:
+    if len(references) >= 2 and np.ptp(references) > 0 and np.ptp(predictions) > 0:
+        return True
+    logger.warning("%s is undefined for %d rows with constant predictions or references; reporting 0.0",
+                   name, len(references))
+    return False
+
+
+def pearson(references, predictions) -> float:
+    if not correlation_defined(references, predictions, "pearson"):
+        return 0.0
+    return PERCENT * float(scipy.stats.pearsonr(references, predictions).statistic)
+
+
+def spearmanr(references, predictions) -> float:
+    if not correlation_defined(references, predictions, "spearmanr"):
+        return 0.0
+    return PERCENT * float(scipy.stats.spearmanr(references, predictions).statistic)
+
+
+def prepare_summary(summary: str) -> str:
+    # t5/evaluation/metrics.py rouge(): one sentence per line, so rougeLsum scores sentence by sentence.
+    return summary.replace(" . ", " .\n")
+
+
+def rouge(references, predictions, rouge_types) -> dict:
+    """Mean ROUGE F-measure per type, rouge-score's default tokenizer and no stemming (as T5). The plain mean
+    replaces T5's BootstrapAggregator, whose resampling is random."""
+    scorer = rouge_scorer.RougeScorer(list(rouge_types))
+    scores = [scorer.score(target=prepare_summary(reference), prediction=prepare_summary(prediction))
+              for reference, prediction in zip(references, predictions)]
+    return {name: PERCENT * float(np.mean([score[name].fmeasure for score in scores])) for name in rouge_types}
+
+
+def bleu(references, predictions) -> float:
+    """Corpus BLEU with T5's sacrebleu settings (t5/evaluation/metrics.py bleu: "intl" tokenizer); 0-100."""
+    return float(sacrebleu.corpus_bleu(
+        list(predictions), [list(references)], smooth_method="exp", smooth_value=0.0, force=False,
+        lowercase=False, tokenize="intl", use_effective_order=False).score)
+
+
+def score_classification(task_vals, predictions, references):
+    predicted = to_class_indices(task_vals, predictions, "predictions")
+    expected = to_class_indices(task_vals, references, "references")
+    metric_fns = {
+        "accuracy": lambda: accuracy(expected, predicted),
+        "f1": lambda: f1(expected, predicted, num_labels=len(task_vals["labels"])),
+        "matthews_correlation": lambda: matthews_correlation(expected, predicted),
+    }
+    return {name: metric_fns[name]() for name in task_vals["metric_names"]}, int((predicted == INVALID).sum())
+
+
+def score_regression(task_vals, predictions, references):
+    predicted, expected = to_scores(predictions, "predictions"), to_scores(references, "references")
+    invalid = sum(parse_score(text) is None for text in predictions)
+    metric_fns = {"pearson": pearson, "spearmanr": spearmanr}
+    return {name: metric_fns[name](expected, predicted) for name in task_vals["metric_names"]}, invalid
+
+
+def score_generation(task_vals, predictions, references):
+    results = {}
+    rouge_types = [name for name in task_vals["metric_names"] if name.startswith("rouge")]
+    if rouge_types:
+        results.update(rouge(references, predictions, rouge_types))
+    if "bleu" in task_vals["metric_names"]:
+        results["bleu"] = bleu(references, predictions)
+    invalid = sum(not normalize_text(text) for text in predictions)
+    return {name: results[name] for name in task_vals["metric_names"]}, invalid
+
+
+def compute_task_metrics(task_vals, predictions, references) -> dict:
+    """metric_names values (0-100), COMBINED_SCORE for two-metric tasks, invalid_count and invalid_rate (0-100).
+    predictions: decoded generations; references: the targets format_target produced for the same rows."""
+    predictions, references = list(predictions), list(references)
+    if len(predictions) != len(references) or not predictions:
+        raise ValueError(f"need as many predictions as references (and some): got {len(predictions)} "
+                         f"predictions, {len(references)} references")
+    scorers = {"classification": score_classification, "regression": score_regression,
+               "generation": score_generation}
+    results, invalid = scorers[task_vals["task_type"]](task_vals, predictions, references)
+    if combines_metrics(task_vals):
+        results[COMBINED_SCORE] = float(np.mean([results[name] for name in task_vals["metric_names"]]))
+    results["invalid_count"] = int(invalid)
+    results["invalid_rate"] = PERCENT * invalid / len(predictions)
+    return results
+
+
+def glue_average(per_task_metrics, tasks=tuple(GLUE_SCORE_METRICS)) -> float:
+    """The GLUE score: each task's metrics (constants.GLUE_SCORE_METRICS) averaged, then the mean over tasks.
+    per_task_metrics: result key ("cola", "mnli_matched", ...) -> compute_task_metrics output."""
+    unknown = [task for task in tasks if task not in GLUE_SCORE_METRICS]
+    if unknown:
+        raise ValueError(f"no GLUE score for {', '.join(unknown)}; GLUE tasks: {', '.join(GLUE_SCORE_METRICS)}")
+    missing = [f"{key}/{metric}" for task in tasks for key, metric in GLUE_SCORE_METRICS[task]
+               if metric not in per_task_metrics.get(key, {})]
+    if missing:
+        raise ValueError(f"the GLUE average needs {', '.join(missing)}")
+    task_scores = [np.mean([per_task_metrics[key][metric] for key, metric in GLUE_SCORE_METRICS[task]])
+                   for task in tasks]
+    return float(np.mean(task_scores))
+
+
+def rank_label_words(log_likelihoods, label_words) -> list:
+    """The label word with the highest log-likelihood per row; ties go to the earlier label word.
+    log_likelihoods: (B, n_labels) array or CPU tensor, column j scoring label_words[j]."""
+    scores = np.asarray(log_likelihoods)
+    if scores.ndim != 2 or scores.shape[1] != len(label_words):
+        raise ValueError(f"log_likelihoods must be (B, {len(label_words)}), got shape {scores.shape}")
+    return [label_words[index] for index in scores.argmax(axis=-1)]
+
+
+def score_label_words(model, tokenizer, input_ids, attention_mask, label_words):
+    """(B, n_labels) sum of log-probabilities of each label word's target ids (EOS included, as the targets are
+    tokenized in training) given each input, as T5's rank classification scores. Encodes the inputs once; call
+    with the model in eval mode. input_ids, attention_mask: (B, input_length)."""
+    import torch  # here, so that computing metrics does not load torch
+
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        scores = []
+        for target_ids in tokenizer(list(label_words)).input_ids:
+            labels = torch.tensor(target_ids, device=input_ids.device).repeat(input_ids.shape[0], 1)  # (B, T)
+            logits = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask, labels=labels).logits
+            log_probs = logits.float().log_softmax(dim=-1)  # (B, T, vocab)
+            scores.append(log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(dim=-1))  # (B,)
+        return torch.stack(scores, dim=-1)  # (B, n_labels)

@@ -1,0 +1,245 @@
+"""Spec of metrics: label words round-trip, invalid generations are counted and wrong, every metric agrees with
+scikit-learn / scipy / rouge-score / sacrebleu on seeded inputs, the GLUE average, and label-word ranking."""
+import functools
+
+import numpy as np
+import sacrebleu
+import scipy.stats
+import sklearn.metrics
+import torch
+import transformers
+from absl.testing import absltest, parameterized
+from rouge_score import rouge_scorer
+
+import metrics
+from constants import DATASET_VALS
+from shared_data import require
+from task_format import format_stsb_target, format_target, get_task_vals
+
+CLASSIFICATION_TASKS = [(b, t) for b, tasks in DATASET_VALS.items() for t, v in tasks.items() if v["labels"]]
+NOT_LABELS = ("", "positive.", "Positive", "neg ative", "entailment neutral", "0", "<unk>")
+
+
+def random_generations(task_vals, size, seed, invalid_share=0.2):
+    """(references, predictions) label words for `size` rows; about `invalid_share` predictions are no label."""
+    rng = np.random.default_rng(seed)
+    words = list(task_vals["labels"].values())
+    references = [words[i] for i in rng.integers(len(words), size=size)]
+    predictions = [words[i] for i in rng.integers(len(words), size=size)]
+    for i in np.flatnonzero(rng.random(size) < invalid_share):
+        predictions[i] = NOT_LABELS[i % len(NOT_LABELS)]
+    return references, predictions
+
+
+def class_indices(task_vals, texts):
+    words = list(task_vals["labels"].values())
+    return np.array([words.index(text) if text in words else -1 for text in texts])
+
+
+class LabelMappingTest(parameterized.TestCase):
+
+    @parameterized.named_parameters((f"{b}_{t}", b, t) for b, t in CLASSIFICATION_TASKS)
+    def test_label_round_trip(self, benchmark, task):
+        task_vals = get_task_vals(benchmark, task)
+        for label in task_vals["labels"]:
+            target = format_target(task_vals, {task_vals["label_column_name"]: label})
+            self.assertEqual(metrics.parse_label(task_vals, target), label)
+            self.assertEqual(metrics.parse_label(task_vals, f"  {target}\n"), label)  # decoding may add spaces
+
+    @parameterized.named_parameters((f"{b}_{t}", b, t) for b, t in CLASSIFICATION_TASKS)
+    def test_non_label_text_maps_to_no_label(self, benchmark, task):
+        task_vals = get_task_vals(benchmark, task)
+        for text in NOT_LABELS + tuple(word.upper() for word in task_vals["labels"].values()):
+            self.assertIsNone(metrics.parse_label(task_vals, text))
+
+    def test_stsb_targets_parse_back(self):
+        for score in np.linspace(0, 5, 26):
+            self.assertAlmostEqual(metrics.parse_score(format_stsb_target(score)), score, places=6)
+        for text in ("", "three", "nan", "inf", "3.8 4.0"):
+            self.assertIsNone(metrics.parse_score(text))
+        self.assertEqual(metrics.parse_score(" 3.8 "), 3.8)
+
+    @parameterized.named_parameters(
+        ("matched", "mnli", "validation_matched", "mnli_matched"), ("plain", "sst2", "validation", "sst2"),
+        ("test", "mnli", "test_mismatched", "mnli_mismatched"), ("train", "rte", "train", "rte_train"))
+    def test_split_result_key(self, task, split, expected):
+        self.assertEqual(metrics.split_result_key(task, split), expected)
+
+
+class ClassificationMetricsTest(parameterized.TestCase):
+
+    @parameterized.named_parameters((f"{b}_{t}", b, t) for b, t in CLASSIFICATION_TASKS)
+    def test_agrees_with_sklearn_invalid_counting_as_wrong(self, benchmark, task):
+        task_vals = get_task_vals(benchmark, task)
+        references, predictions = random_generations(task_vals, size=300, seed=len(task))
+        y_true, y_pred = class_indices(task_vals, references), class_indices(task_vals, predictions)
+        invalid = y_pred == -1
+        results = metrics.compute_task_metrics(task_vals, predictions, references)
+
+        expected = {"accuracy": 100 * sklearn.metrics.accuracy_score(y_true, y_pred),
+                    "matthews_correlation": 100 * sklearn.metrics.matthews_corrcoef(y_true, y_pred)}
+        if len(task_vals["labels"]) == 2:  # invalid -> the opposite of the reference (T5 f1_score_with_invalid)
+            expected["f1"] = 100 * sklearn.metrics.f1_score(y_true, np.where(invalid, 1 - y_true, y_pred))
+        else:
+            expected["f1"] = 100 * sklearn.metrics.f1_score(y_true, y_pred, labels=[0, 1, 2], average="macro")
+        for name in task_vals["metric_names"]:
+            self.assertAlmostEqual(results[name], expected[name], places=9, msg=name)
+        self.assertEqual(results["invalid_count"], int(invalid.sum()))
+        self.assertAlmostEqual(results["invalid_rate"], 100 * invalid.mean())
+        self.assertGreater(results["invalid_count"], 0)
+        if "accuracy" in results:  # invalid generations are wrong: accuracy is the share of exact label words
+            self.assertAlmostEqual(results["accuracy"], 100 * np.mean(np.array(predictions) == np.array(references)))
+
+    def test_invalid_is_never_a_correct_negative_in_f1(self):
+        task_vals = get_task_vals("glue", "mrpc")
+        results = metrics.compute_task_metrics(task_vals, ["equivalent", "garbage"], ["equivalent", "not_equivalent"])
+        # The invalid row counts as a false positive: precision 1/2, recall 1 -> F1 2/3 (100 if read as negative).
+        self.assertAlmostEqual(results["f1"], 200 / 3)
+        self.assertEqual(results["accuracy"], 50.0)
+        self.assertAlmostEqual(results["combined_score"], (200 / 3 + 50) / 2)
+        self.assertEqual((results["invalid_count"], results["invalid_rate"]), (1, 50.0))
+
+    def test_all_invalid_scores_zero(self):
+        task_vals = get_task_vals("glue", "sst2")
+        results = metrics.compute_task_metrics(task_vals, ["Positive", "negative."], ["positive", "negative"])
+        self.assertEqual(results, {"accuracy": 0.0, "invalid_count": 2, "invalid_rate": 100.0})
+
+    def test_cola_reports_mcc_on_0_100(self):
+        task_vals = get_task_vals("glue", "cola")
+        results = metrics.compute_task_metrics(task_vals, ["acceptable", "unacceptable"] * 2,
+                                               ["acceptable", "unacceptable"] * 2)
+        self.assertEqual(results["matthews_correlation"], 100.0)
+
+    def test_reference_that_is_no_label_raises(self):
+        with self.assertRaisesRegex(ValueError, "reference 'maybe' of task glue/rte is no label word"):
+            metrics.compute_task_metrics(get_task_vals("glue", "rte"), ["entailment"], ["maybe"])
+
+    def test_length_mismatch_raises(self):
+        with self.assertRaisesRegex(ValueError, "need as many predictions as references"):
+            metrics.compute_task_metrics(get_task_vals("glue", "rte"), ["entailment"], [])
+
+
+class RegressionMetricsTest(parameterized.TestCase):
+
+    def test_stsb_agrees_with_scipy_invalid_as_minus_one(self):
+        rng = np.random.default_rng(0)
+        references = [format_stsb_target(x) for x in rng.uniform(0, 5, size=200)]
+        scores = np.clip(np.array([float(r) for r in references]) + rng.normal(0, 1, size=200), 0, 5).round(1)
+        predictions = [str(x) for x in scores]
+        for i in (3, 50, 120):
+            predictions[i], scores[i] = "three", -1.0  # t5 string_to_float default
+        truth = np.array([float(r) for r in references])
+        results = metrics.compute_task_metrics(get_task_vals("glue", "stsb"), predictions, references)
+        self.assertAlmostEqual(results["pearson"], 100 * scipy.stats.pearsonr(truth, scores)[0], places=9)
+        self.assertAlmostEqual(results["spearmanr"], 100 * scipy.stats.spearmanr(truth, scores)[0], places=9)
+        self.assertAlmostEqual(results["combined_score"], (results["pearson"] + results["spearmanr"]) / 2)
+        self.assertEqual((results["invalid_count"], results["invalid_rate"]), (3, 1.5))
+
+    def test_constant_predictions_report_zero(self):
+        with self.assertLogs("metrics", level="WARNING"):
+            results = metrics.compute_task_metrics(get_task_vals("glue", "stsb"), ["2.0"] * 3, ["1.0", "2.0", "3.0"])
+        self.assertEqual((results["pearson"], results["spearmanr"]), (0.0, 0.0))
+
+
+class GenerationMetricsTest(parameterized.TestCase):
+
+    @functools.cached_property
+    def multi30k(self):
+        folder = require("translation/multi30k")
+        return [(folder / f"val.{lang}").read_text(encoding="utf-8").splitlines()[:200] for lang in ("en", "de")]
+
+    def test_bleu_agrees_with_sacrebleu_on_multi30k(self):
+        _, references = self.multi30k
+        predictions = [" ".join(line.split()[:-1]) if i % 3 else line for i, line in enumerate(references)]
+        results = metrics.compute_task_metrics(get_task_vals("translation", "multi30k_en_de"), predictions,
+                                               references)
+        expected = sacrebleu.corpus_bleu(predictions, [references], tokenize="intl").score
+        self.assertAlmostEqual(results["bleu"], expected, places=9)
+        self.assertBetween(results["bleu"], 50, 99)
+        self.assertEqual(results["invalid_count"], 0)
+
+    def test_identical_translation_scores_100(self):
+        _, references = self.multi30k
+        results = metrics.compute_task_metrics(get_task_vals("translation", "multi30k_en_de"), references,
+                                               references)
+        self.assertAlmostEqual(results["bleu"], 100.0)
+
+    def test_rouge_agrees_with_rouge_score(self):
+        english, _ = self.multi30k
+        references = [f"{a} . {b}" for a, b in zip(english[0::2], english[1::2])]
+        predictions = [" ".join(text.split()[::-1][:12]) for text in references[:-1]] + [""]
+        results = metrics.compute_task_metrics(get_task_vals("summarization", "cnn_dailymail"), predictions,
+                                               references)
+        types = ["rouge1", "rouge2", "rougeL", "rougeLsum"]
+        scorer = rouge_scorer.RougeScorer(types)
+        scores = [scorer.score(r.replace(" . ", " .\n"), p.replace(" . ", " .\n"))
+                  for r, p in zip(references, predictions)]
+        for name in types:
+            self.assertAlmostEqual(results[name], 100 * np.mean([s[name].fmeasure for s in scores]), places=9)
+        self.assertEqual(results["invalid_count"], 1)  # the empty summary
+        self.assertNotIn("combined_score", results)
+
+
+class GlueAverageTest(parameterized.TestCase):
+    RESULTS = {
+        "cola": {"matthews_correlation": 50.0}, "sst2": {"accuracy": 90.0},
+        "mrpc": {"f1": 80.0, "accuracy": 70.0}, "stsb": {"pearson": 80.0, "spearmanr": 90.0},
+        "qqp": {"f1": 60.0, "accuracy": 80.0}, "mnli_matched": {"accuracy": 80.0},
+        "mnli_mismatched": {"accuracy": 82.0}, "qnli": {"accuracy": 88.0}, "rte": {"accuracy": 66.0},
+        "wnli": {"accuracy": 56.0},
+    }
+
+    def test_two_metric_tasks_are_averaged_first(self):
+        # Task scores: 50, 90, 75, 85, 70, 81, 88, 66, 56 -> 661 / 9.
+        self.assertAlmostEqual(metrics.glue_average(self.RESULTS), 661 / 9)
+
+    def test_without_wnli_as_t5_and_bert(self):
+        tasks = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte")
+        self.assertAlmostEqual(metrics.glue_average(self.RESULTS, tasks=tasks), 605 / 8)
+
+    def test_missing_result_is_named(self):
+        results = {key: value for key, value in self.RESULTS.items() if key != "mnli_mismatched"}
+        with self.assertRaisesRegex(ValueError, "the GLUE average needs mnli_mismatched/accuracy"):
+            metrics.glue_average(results)
+
+    def test_unknown_task_is_named(self):
+        with self.assertRaisesRegex(ValueError, "no GLUE score for boolq"):
+            metrics.glue_average(self.RESULTS, tasks=("boolq",))
+
+
+class LabelScoringTest(parameterized.TestCase):
+
+    def test_rank_picks_highest_log_likelihood_first_on_ties(self):
+        log_likelihoods = np.array([[-1.0, -0.5, -3.0], [-0.1, -2.0, -0.1], [-9.0, -8.0, -7.0]])
+        self.assertEqual(metrics.rank_label_words(log_likelihoods, ["a", "b", "c"]), ["b", "a", "c"])
+        with self.assertRaisesRegex(ValueError, r"log_likelihoods must be \(B, 2\)"):
+            metrics.rank_label_words(log_likelihoods, ["a", "b"])
+
+    def test_score_label_words_matches_per_example_loop(self):
+        tokenizer = transformers.T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
+        torch.manual_seed(0)
+        config = transformers.T5Config(vocab_size=len(tokenizer), d_model=32, d_ff=64, d_kv=16, num_layers=2,
+                                       num_heads=2, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        model = transformers.T5ForConditionalGeneration(config).eval()
+        label_words = list(DATASET_VALS["glue"]["mnli"]["labels"].values())
+        texts = ["mnli hypothesis: Nobody eats. premise: A man eats.", "mnli hypothesis: A cat. premise: A cat sat.",
+                 "mnli hypothesis: It rains. premise: The sun shines on a long summer day in the park."]
+        batch = tokenizer(texts, padding=True, return_tensors="pt")
+        scores = metrics.score_label_words(model, tokenizer, batch.input_ids, batch.attention_mask, label_words)
+        self.assertEqual(tuple(scores.shape), (3, 3))
+
+        expected = torch.zeros(3, 3)
+        with torch.no_grad():
+            for i, text in enumerate(texts):
+                input_ids = tokenizer(text, return_tensors="pt").input_ids  # unpadded, one example
+                for j, word in enumerate(label_words):
+                    labels = tokenizer(word, return_tensors="pt").input_ids  # ends with </s>
+                    loss = model(input_ids=input_ids, labels=labels).loss  # mean negative log-likelihood
+                    expected[i, j] = -loss * labels.shape[1]
+        torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-5)
+        self.assertEqual(metrics.rank_label_words(scores, label_words),
+                         [label_words[j] for j in expected.argmax(dim=-1)])
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,170 @@
+"""pre_train_t5.py end to end on a tiny model and real text: outputs, loss falls, reproducibility, GA, refusals."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from absl.testing import absltest, parameterized
+from safetensors.torch import load_file
+from transformers import T5ForConditionalGeneration
+
+import pre_train_t5
+from flags import UsageError
+from tests.shared_data import require
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_run_flags(output_dir, train_file, **overrides):
+    """Flags of a seconds-long run: t5-tiny, 64-token inputs, real T5 tokenizer."""
+    flags = {"output_dir": output_dir, "model_size": "t5-tiny", "tokenizer_name_or_path": str(require("t5_spiece")),
+             "train_files": [train_file], "input_length": 64, "per_device_train_batch_size": 4,
+             "per_device_eval_batch_size": 16, "max_eval_samples": 32, "max_steps": 8, "learning_rate": 1e-2,
+             "logging_steps": 1, "eval_strategy": "no", "save_strategy": "no", "use_cpu": True, "seed": 3,
+             "report_to": "none", "disable_tqdm": True}
+    flags.update(overrides)
+    argv = []
+    for key, value in flags.items():
+        argv += [f"--{key}", *map(str, value)] if isinstance(value, list) else [f"--{key}", str(value)]
+    return argv
+
+
+def snapshot(folder):
+    """{relative path: bytes} of everything under folder, to prove a refused run touched nothing."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def train_losses(output_dir):
+    history = json.loads((Path(output_dir) / "metrics.json").read_text())["log_history"]
+    return [entry["loss"] for entry in history if "loss" in entry]
+
+
+class PreTrainEndToEndTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+
+    def test_tiny_run_writes_outputs_and_loss_falls(self):
+        out = self.dir / "run"
+        metrics = pre_train_t5.main(tiny_run_flags(str(out), self.corpus, max_steps=40, eval_strategy="steps",
+                                                   eval_steps=20, eval_on_start=True))
+        for name in ("config.yaml", "metrics.json", "loss_curve.png", "model.safetensors", "config.json"):
+            self.assertTrue((out / name).is_file(), name)
+        saved = json.loads((out / "metrics.json").read_text())
+        eval_losses = [e["eval_loss"] for e in saved["log_history"] if "eval_loss" in e]
+        self.assertLess(eval_losses[-1], 0.88 * eval_losses[0])
+        self.assertIn("eval_token_accuracy", metrics)
+        self.assertBetween(metrics["eval_token_accuracy"], 0.0, 1.0)
+        train_logs = [e for e in saved["log_history"] if "loss" in e]
+        self.assertTrue(all(e["tokens_per_second"] > 0 for e in train_logs[1:]))
+        model = T5ForConditionalGeneration.from_pretrained(out)
+        self.assertEqual(model.config.vocab_size, 32128)
+        self.assertEqual(model.config.decoder_start_token_id, 0)
+
+    def test_config_yaml_alone_reproduces_the_run(self):
+        first = self.dir / "first"
+        pre_train_t5.main(tiny_run_flags(str(first), self.corpus))
+        config = yaml.safe_load((first / "config.yaml").read_text())
+        self.assertEqual(config["max_steps"], 8)
+        self.assertEqual(config["input_length"], 64)
+        self.assertEqual(config["noise_density"], 0.15)
+        saved_config = self.dir / "config.yaml"
+        shutil.copy(first / "config.yaml", saved_config)
+        shutil.move(str(first), str(self.dir / "moved"))
+        pre_train_t5.main([str(saved_config)])
+        self.assertEqual(train_losses(first), train_losses(self.dir / "moved"))
+        before = load_file(self.dir / "moved" / "model.safetensors")
+        after = load_file(first / "model.safetensors")
+        for name, tensor in before.items():
+            torch.testing.assert_close(after[name], tensor, rtol=0, atol=0)
+
+    def test_gradient_accumulation_logs_the_same_loss(self):
+        # Same global batch of 4: 4 x 1 and 2 x 2. transformers 5.x would scale T5's loss by GA unless
+        # model.accepts_loss_kwargs is False.
+        one = self.dir / "ga1"
+        two = self.dir / "ga2"
+        pre_train_t5.main(tiny_run_flags(str(one), self.corpus, max_steps=4))
+        pre_train_t5.main(tiny_run_flags(str(two), self.corpus, max_steps=4, per_device_train_batch_size=2,
+                                         gradient_accumulation_steps=2))
+        np.testing.assert_allclose(train_losses(two), train_losses(one), rtol=2e-4)
+        before, after = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+        for name, tensor in before.items():
+            torch.testing.assert_close(after[name], tensor, rtol=1e-3, atol=1e-5)
+
+
+class PreTrainRefusalsTest(parameterized.TestCase):
+    """Each bad input: UsageError naming the flag/file, and the output folder byte-identical to before."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+        self.out = self.dir / "out"
+
+    def assert_refused(self, argv, message):
+        before = snapshot(self.dir)
+        with self.assertRaisesRegex(UsageError, message):
+            pre_train_t5.main(argv)
+        self.assertEqual(snapshot(self.dir), before)
+
+    def test_non_empty_output_dir(self):
+        self.out.mkdir()
+        (self.out / "precious.txt").write_text("results of last week")
+        self.assert_refused(tiny_run_flags(str(self.out), self.corpus),
+                            "--output_dir .* is not empty; pass --overwrite_output_dir")
+
+    @parameterized.named_parameters(
+        ("unknown_preset", {"model_size": "t5-huge"}, "unknown --model_size 't5-huge'"),
+        ("noise_density_one", {"noise_density": 1.0}, r"--noise_density=1.0 must be in \(0, 1\)"),
+        ("noise_density_zero", {"noise_density": 0.0}, r"--noise_density=0.0 must be in \(0, 1\)"),
+        ("short_spans", {"mean_noise_span_length": 0.5}, "--mean_noise_span_length=0.5 must be >= 1"),
+        ("missing_file", {"train_files": ["/nonexistent/corpus.txt"]}, "--train_files: file .* not found"),
+    )
+    def test_bad_flag(self, overrides, message):
+        self.assert_refused(tiny_run_flags(str(self.out), self.corpus, **overrides), message)
+
+    def test_corpus_shorter_than_one_window(self):
+        short = self.dir / "short.txt"
+        short.write_text("Only a few words here.\n\nAnd here.\n")
+        self.assert_refused(tiny_run_flags(str(self.out), str(short), validation_files=[self.corpus]),
+                            "corpus has .* tokens, shorter than one window")
+
+    def test_tokenizer_without_sentinels(self):
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast
+        words = ["<pad>", "</s>", "<unk>", "the", "a", "of"]
+        backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+        backend.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer_dir = str(self.dir / "no_sentinels")
+        PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>",
+                                unk_token="<unk>").save_pretrained(tokenizer_dir)
+        self.assert_refused(tiny_run_flags(str(self.out), self.corpus, tokenizer_name_or_path=tokenizer_dir),
+                            "lacks the sentinel tokens <extra_id_0>")
+
+    def test_command_line_exit_code_and_one_line_error(self):
+        config = self.dir / "bad.yaml"
+        config.write_text("- not\n- a mapping\n")
+        result = subprocess.run([sys.executable, str(REPO / "pre_train_t5.py"), str(config)], cwd=self.dir,
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 2)
+        error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        self.assertLen(error_lines, 1)
+        self.assertIn("must be a mapping of flag: value", error_lines[0])
+
+
+if __name__ == "__main__":
+    absltest.main()
