@@ -96,7 +96,8 @@ def pack_windows(tokenized, tokens_length):
     windows = pa.FixedSizeListArray.from_arrays(flat.slice(0, num_windows * tokens_length), tokens_length)
     logger.info("packed %d tokens into %d windows of %d (dropped the final %d)", len(flat), num_windows,
                 tokens_length, len(flat) - num_windows * tokens_length)
-    return datasets.Dataset(pa.table({"input_ids": windows}))
+    # numpy rows: the collator stacks arrays ~2x faster than lists of Python ints (bench/collator.py).
+    return datasets.Dataset(pa.table({"input_ids": windows})).with_format("numpy")
 
 
 class WindowPacker:

@@ -1,0 +1,311 @@
+"""Spec of data_collator: T5 length math, span-corruption invariants, seeding, outputs, and bad-argument errors."""
+import functools
+import itertools
+
+import numpy as np
+import scipy.stats
+import torch
+import transformers
+from absl.testing import absltest, parameterized
+from tokenizers import Tokenizer, models
+
+import data_collator
+from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths, count_noise
+from flags import UsageError
+from shared_data import require
+
+# (input_length, noise_density, mean_noise_span_length): T5's default, shorter windows, denser/shorter spans.
+COMBOS = (
+    ("t5_default", 512, 0.15, 3.0),
+    ("short", 128, 0.15, 3.0),
+    ("dense_short_spans", 64, 0.3, 2.0),
+    ("long_spans", 100, 0.2, 5.0),
+    ("half_noise", 256, 0.5, 3.0),  # exercises T5's density-0.5 length hack
+)
+
+
+@functools.lru_cache(maxsize=None)
+def t5_tokenizer():
+    return transformers.T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
+
+
+@functools.lru_cache(maxsize=None)
+def wiki_ids():
+    """Real token ids: the start of wikitext-2 test, tokenized line by line and concatenated, as data.py packs."""
+    lines = require("wikitext-2-raw/wiki.test.raw").read_text(encoding="utf-8")[:80_000].splitlines()
+    return np.concatenate([np.asarray(ids) for ids in t5_tokenizer()(lines)["input_ids"] if ids])
+
+
+def windows(tokens_length, count):
+    """`count` real windows of `tokens_length` ids (wrapping round the sample when it runs out)."""
+    ids = np.resize(wiki_ids(), count * tokens_length)
+    return [{"input_ids": row} for row in ids.reshape(count, tokens_length)]
+
+
+def make_collator(input_length=512, noise_density=0.15, mean_noise_span_length=3.0, tokenizer=None, **kwargs):
+    _, target_length = compute_input_and_target_lengths(input_length, noise_density, mean_noise_span_length)
+    return DataCollatorForT5SpanCorruption(
+        tokenizer or t5_tokenizer(), noise_density=noise_density, mean_noise_span_length=mean_noise_span_length,
+        input_length=input_length, target_length=target_length, **kwargs)
+
+
+def word_level_tokenizer(num_sentinels):
+    """A tiny in-memory tokenizer with T5's specials and `num_sentinels` sentinels numbered upwards from 3,
+    the opposite direction to T5's vocabulary."""
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
+    vocab.update({f"<extra_id_{i}>": 3 + i for i in range(num_sentinels)})
+    vocab.update({f"w{i}": len(vocab) + i for i in range(50)})
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")),
+        pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+
+
+def split_at_sentinels(row, sentinels):
+    """Labels row -> list of spans, one per sentinel, in order (the trailing EOS dropped)."""
+    spans, sentinel_set = [], set(sentinels.tolist())
+    for token in row[:-1].tolist():
+        if token in sentinel_set:
+            spans.append([])
+        else:
+            spans[-1].append(token)
+    return spans
+
+
+def count_runs(mask):
+    """Number of maximal runs of True per row of a (B, T) boolean array."""
+    return (mask & ~np.pad(mask, ((0, 0), (1, 0)))[:, :-1]).sum(axis=1)
+
+
+def segmentation_picks(seed, batch_size, num_items, num_segments):
+    """Uniform draws picks[:, step] in [step, num_items - 1), as draw_gap_picks makes for one segmentation."""
+    return np.random.default_rng(seed).integers(np.arange(num_segments - 1), num_items - 1,
+                                                size=(batch_size, num_segments - 1))
+
+
+class LengthMathTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(
+        ("t5_default", 512, 0.15, 3.0, (568, 114)),  # nanoT5 / HF run_t5_mlm_flax
+        # By hand: 141 -> 21 noise, 7 spans, 120 + 7 + 1 = 128 inputs; 142 -> 129 > 128.
+        ("short", 128, 0.15, 3.0, (141, 29)),
+        # By hand: 767 -> 384 noise, 128 spans, 512 inputs but 513 targets, so the 0.5 hack steps back to 766.
+        ("half_noise_hack", 512, 0.5, 3.0, (766, 512)),
+    )
+    def test_known_values(self, input_length, density, span, expected):
+        self.assertEqual(compute_input_and_target_lengths(input_length, density, span), expected)
+
+    @parameterized.named_parameters(*[combo for combo in COMBOS if combo[2] != 0.5])
+    def test_matches_brute_force_definition(self, input_length, density, span):
+        """tokens_length is the longest window whose corrupted form (kept + one sentinel per noise span + EOS)
+        fits input_length; targets hold noise + one sentinel per kept span + EOS."""
+        def corrupted(tokens):
+            noise, spans = round(tokens * density), round(round(tokens * density) / span)
+            return tokens - noise + spans + 1, noise + spans + 1
+
+        tokens_length = max(t for t in range(input_length, 4 * input_length) if corrupted(t)[0] <= input_length)
+        self.assertEqual(compute_input_and_target_lengths(input_length, density, span),
+                         (tokens_length, corrupted(tokens_length)[1]))
+
+
+class SpanCorruptionTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(*COMBOS)
+    def test_exact_shapes(self, input_length, density, span):
+        collator = make_collator(input_length, density, span, seed=0)
+        tokens_length, target_length = compute_input_and_target_lengths(input_length, density, span)
+        batch = collator(windows(tokens_length, 3))
+        self.assertEqual(tuple(batch["input_ids"].shape), (3, input_length))
+        self.assertEqual(tuple(batch["labels"].shape), (3, target_length))
+        self.assertEqual(tuple(batch["decoder_input_ids"].shape), (3, target_length))
+        self.assertEqual(batch["input_ids"].dtype, torch.int64)
+
+    @parameterized.named_parameters(*COMBOS)
+    def test_round_trip_restores_window(self, input_length, density, span):
+        """Each input sentinel replaced by the labels' span after the same sentinel gives back the window."""
+        collator = make_collator(input_length, density, span, seed=1, return_tensors="np")
+        features = windows(collator.tokens_length, 8)
+        batch = collator(features)
+        sentinels = collator.sentinel_ids
+        for feature, inputs, labels in zip(features, batch["input_ids"], batch["labels"]):
+            spans = iter(split_at_sentinels(labels, sentinels))
+            restored = [tok for t in inputs[:-1].tolist() for tok in (next(spans) if t in sentinels else [t])]
+            np.testing.assert_array_equal(restored, feature["input_ids"])
+
+    @parameterized.named_parameters(*COMBOS)
+    def test_sentinels_in_order_and_eos_last(self, input_length, density, span):
+        collator = make_collator(input_length, density, span, seed=2, return_tensors="np")
+        batch = collator(windows(collator.tokens_length, 4))
+        _, num_spans = count_noise(collator.tokens_length, density, span)
+        expected = [t5_tokenizer().convert_tokens_to_ids(f"<extra_id_{i}>") for i in range(num_spans)]
+        for key in ("input_ids", "labels"):
+            for row in batch[key]:
+                self.assertEqual(row[np.isin(row, expected)].tolist(), expected)
+                self.assertEqual(row[-1], t5_tokenizer().eos_token_id)
+        # The first span is always kept, so every target starts with <extra_id_0>.
+        self.assertTrue((batch["labels"][:, 0] == expected[0]).all())
+
+    def test_real_sentinel_ids_decrease(self):
+        np.testing.assert_array_equal(make_collator().sentinel_ids[:3], [32099, 32098, 32097])
+
+    @parameterized.named_parameters(*COMBOS)
+    def test_exact_noise_and_span_counts(self, input_length, density, span):
+        tokens_length, _ = compute_input_and_target_lengths(input_length, density, span)
+        num_noise, num_spans = count_noise(tokens_length, density, span)
+        mask = data_collator.random_spans_noise_mask(np.random.default_rng(3), 64, tokens_length, density, span)
+        np.testing.assert_array_equal(mask.sum(axis=1), num_noise)
+        np.testing.assert_array_equal(count_runs(mask), num_spans)
+        np.testing.assert_array_equal(count_runs(~mask), num_spans)
+        self.assertFalse(mask[:, 0].any())  # starts with a kept span ...
+        self.assertTrue(mask[:, -1].all())  # ... so with equal counts it ends with a noise span
+
+    def test_default_counts(self):
+        self.assertEqual(count_noise(568, 0.15, 3.0), (85, 28))  # round(85.2) = 85, round(85 / 3) = 28
+
+    def test_mean_noise_span_length(self):
+        """Per window the mean span length is num_noise / num_spans exactly (85 / 28 at T5's defaults), within
+        the rounding of the span count (|n/k - m| <= m * 0.5 / k) of mean_noise_span_length. Across draws each
+        single span must average n / k too (spans are exchangeable): checked on the first and last noise span
+        within 4 standard errors of the sample mean (a fixed seed makes the test deterministic)."""
+        num_noise, num_spans = count_noise(568, 0.15, 3.0)
+        self.assertLessEqual(abs(num_noise / num_spans - 3.0), 3.0 * 0.5 / num_spans)
+        mask = data_collator.random_spans_noise_mask(np.random.default_rng(4), 4000, 568, 0.15, 3.0)
+        self.assertEqual(mask.sum() / count_runs(mask).sum(), num_noise / num_spans)
+        starts = data_collator.random_segmentation_starts(segmentation_picks(5, 4000, num_noise, num_spans),
+                                                          num_noise, num_spans)
+        lengths = np.diff(np.concatenate([starts, np.full((4000, 1), num_noise)], axis=1), axis=1)
+        for column in (0, -1):
+            sample = lengths[:, column]
+            stderr = sample.std(ddof=1) / np.sqrt(len(sample))
+            self.assertLess(abs(sample.mean() - num_noise / num_spans), 4 * stderr)
+
+    def test_all_valid_masks_equally_likely(self):
+        """Length 12 at density 0.5, span 3: 6 noise tokens in 2 spans, 6 kept in 2 spans, C(5,1)^2 = 25 masks.
+        Every one must appear, nothing else may, and the counts must pass a chi-square test at p = 1e-3."""
+        valid = {bits for bits in itertools.product((False, True), repeat=12)
+                 if sum(bits) == 6 and not bits[0] and bits[-1] and count_runs(np.array([bits]))[0] == 2}
+        self.assertLen(valid, 25)
+        draws = data_collator.random_spans_noise_mask(np.random.default_rng(6), 5000, 12, 0.5, 3.0)
+        seen = {}
+        for row in map(tuple, draws.tolist()):
+            seen[row] = seen.get(row, 0) + 1
+        self.assertEqual(set(seen), valid)
+        _, p_value = scipy.stats.chisquare(list(seen.values()))
+        self.assertGreater(p_value, 1e-3)
+
+    @parameterized.named_parameters(("two_of_ten", 10, 2), ("four_of_eight", 8, 4), ("five_of_twelve", 12, 5))
+    def test_segmentations_equally_likely(self, num_items, num_segments):
+        """All C(num_items - 1, num_segments - 1) splits into non-empty segments appear, equally often
+        (chi-square at p = 1e-3, fixed seed)."""
+        starts = data_collator.random_segmentation_starts(segmentation_picks(8, 20_000, num_items, num_segments),
+                                                          num_items, num_segments)
+        self.assertTrue((np.diff(np.concatenate([starts, np.full((20_000, 1), num_items)], 1), axis=1) > 0).all())
+        _, counts = np.unique(starts, axis=0, return_counts=True)
+        self.assertLen(counts, len(list(itertools.combinations(range(num_items - 1), num_segments - 1))))
+        self.assertGreater(scipy.stats.chisquare(counts).pvalue, 1e-3)
+
+    def test_masks_do_not_depend_on_how_the_batch_is_split(self):
+        """One batch of 4 gets the masks of two batches of 2 from the same generator, so gradient accumulation
+        and the per-device batch size leave the training data unchanged."""
+        rows = windows(568, 4)
+        whole = make_collator(seed=11, return_tensors="np")(rows)
+        halves = make_collator(seed=11, return_tensors="np")
+        first, second = halves(rows[:2]), halves(rows[2:])
+        for key in ("input_ids", "labels"):
+            np.testing.assert_array_equal(whole[key], np.concatenate([first[key], second[key]]))
+
+    def test_decoder_input_ids_are_labels_shifted_right(self):
+        batch = make_collator(seed=7, return_tensors="np")(windows(568, 2))
+        np.testing.assert_array_equal(batch["decoder_input_ids"][:, 0], t5_tokenizer().pad_token_id)
+        np.testing.assert_array_equal(batch["decoder_input_ids"][:, 1:], batch["labels"][:, :-1])
+
+
+class SeedAndOutputTest(parameterized.TestCase):
+
+    def test_same_seed_same_batches(self):
+        first, second = make_collator(seed=11), make_collator(seed=11)
+        for _ in range(2):  # the generator's state advances identically across calls too
+            a, b = first(windows(568, 4)), second(windows(568, 4))
+            for key in a:
+                torch.testing.assert_close(a[key], b[key])
+
+    def test_different_seed_different_batch(self):
+        a, b = make_collator(seed=11)(windows(568, 4)), make_collator(seed=12)(windows(568, 4))
+        self.assertFalse(torch.equal(a["input_ids"], b["input_ids"]))
+
+    def test_explicit_generator_per_call(self):
+        collator = make_collator(seed=0)
+        a = collator(windows(568, 2), rng=np.random.default_rng(99))
+        b = collator(windows(568, 2), rng=np.random.default_rng(99))
+        torch.testing.assert_close(a["labels"], b["labels"])
+
+    def test_dataloader_workers_draw_different_masks(self):
+        """Forked workers each get their own stream (no two workers repeat masks), reproducibly under
+        torch.manual_seed, and a new stream each epoch."""
+        window = windows(568, 1)[0]
+
+        def epoch_labels(collator):
+            loader = torch.utils.data.DataLoader([window] * 4, batch_size=1, num_workers=2, collate_fn=collator)
+            return [batch["labels"] for batch in loader]  # batches alternate between worker 0 and worker 1
+
+        collator = make_collator(seed=0)
+        torch.manual_seed(0)
+        first, second = epoch_labels(collator), epoch_labels(collator)
+        self.assertFalse(torch.equal(first[0], first[1]))  # same window, different workers
+        self.assertFalse(torch.equal(first[0], second[0]))  # same worker, next epoch
+        torch.manual_seed(0)
+        for a, b in zip(first, epoch_labels(make_collator(seed=0))):
+            torch.testing.assert_close(a, b)
+
+    def test_numpy_and_torch_outputs_agree(self):
+        as_np = make_collator(seed=13, return_tensors="np")(windows(568, 2))
+        as_pt = make_collator(seed=13, return_tensors="pt")(windows(568, 2))
+        self.assertEqual(set(as_np), {"input_ids", "labels", "decoder_input_ids"})
+        for key, value in as_np.items():
+            self.assertIsInstance(value, np.ndarray)
+            self.assertIsInstance(as_pt[key], torch.Tensor)
+            np.testing.assert_array_equal(as_pt[key].numpy(), value)
+
+    def test_accepts_lists(self):
+        batch = make_collator(seed=0)([{"input_ids": f["input_ids"].tolist()} for f in windows(568, 2)])
+        self.assertEqual(tuple(batch["input_ids"].shape), (2, 512))
+
+    def test_wrong_window_length_names_tokens_length(self):
+        with self.assertRaisesRegex(ValueError, "tokens_length=568"):
+            make_collator()(windows(512, 2))
+
+    def test_sentinels_looked_up_by_name(self):
+        """A tokenizer numbering sentinels upwards from 3 gets those ids, not ids derived from its vocab size."""
+        collator = make_collator(64, 0.15, 3.0, tokenizer=word_level_tokenizer(10), seed=0, return_tensors="np")
+        _, num_spans = count_noise(collator.tokens_length, 0.15, 3.0)
+        np.testing.assert_array_equal(collator.sentinel_ids, 3 + np.arange(num_spans))
+        batch = collator([{"input_ids": 13 + np.arange(collator.tokens_length) % 50}])
+        self.assertEqual(batch["labels"][0, 0], 3)
+
+
+class BadArgumentsTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(
+        ("density_above_one", dict(noise_density=1.5), "--noise_density=1.5"),
+        ("density_zero", dict(noise_density=0.0), "--noise_density=0.0"),
+        ("span_below_one", dict(mean_noise_span_length=0.5), "--mean_noise_span_length=0.5"),
+        ("more_spans_than_kept_tokens", dict(noise_density=0.9, mean_noise_span_length=1.0), "--noise_density"),
+        ("target_length_mismatch", dict(target_length=100), "--target_length=100.*use 114"),
+        ("input_length_too_short", dict(input_length=1, target_length=1), "--input_length=1"),
+        ("unknown_return_tensors", dict(return_tensors="tf"), "return_tensors='tf'"),
+    )
+    def test_raises_usage_error_naming_flag(self, kwargs, message):
+        with self.assertRaisesRegex(UsageError, message):
+            DataCollatorForT5SpanCorruption(t5_tokenizer(), **kwargs)
+
+    def test_tokenizer_without_sentinels(self):
+        with self.assertRaisesRegex(UsageError, "lacks <extra_id_0>.*train_tokenizer.py"):
+            make_collator(tokenizer=word_level_tokenizer(0))
+
+    def test_tokenizer_with_too_few_sentinels(self):
+        # 512 inputs need 28 sentinels; 10 are not enough, so init refuses before any batch is built.
+        with self.assertRaisesRegex(UsageError, "lacks <extra_id_10> .18 of the 28"):
+            make_collator(tokenizer=word_level_tokenizer(10))
+
+
+if __name__ == "__main__":
+    absltest.main()
