@@ -12,14 +12,20 @@ logger = logging.getLogger(__name__)
 
 
 def check_t5_tokenizer(tokenizer, name):
-    """Refuses a tokenizer without T5's pad/EOS tokens or its 100 `<extra_id_N>` sentinels."""
-    if tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
-        raise UsageError(f"tokenizer {name} has no pad or EOS token; use a T5 tokenizer or train_tokenizer.py")
-    missing = [f"<extra_id_{i}>" for i in range(constants.NUM_SENTINELS)
-               if tokenizer.convert_tokens_to_ids(f"<extra_id_{i}>") in (None, tokenizer.unk_token_id)]
+    """Raises UsageError unless `tokenizer` has pad, eos and <extra_id_0..99> as single tokens; returns their ids."""
+    missing = [token for token in ("pad_token", "eos_token") if getattr(tokenizer, f"{token}_id", None) is None]
     if missing:
-        raise UsageError(f"tokenizer {name} lacks the sentinel tokens {missing[0]}..{missing[-1]} span corruption "
-                         "needs; use a T5 tokenizer or one made by train_tokenizer.py")
+        raise UsageError(f"tokenizer {name} has no {' or '.join(missing)}; T5 needs both. Use a T5 tokenizer or "
+                         "build one with train_tokenizer.py")
+    sentinels = [f"<extra_id_{i}>" for i in range(constants.NUM_SENTINELS)]
+    encoded = tokenizer(sentinels, add_special_tokens=False)["input_ids"]
+    bad = [s for s, ids in zip(sentinels, encoded) if len(ids) != 1 or ids[0] == tokenizer.unk_token_id]
+    if bad or len({ids[0] for ids in encoded}) != constants.NUM_SENTINELS:
+        first = bad[0] if bad else "duplicate ids"
+        raise UsageError(f"tokenizer {name} lacks {len(bad) or 'distinct'} of the {constants.NUM_SENTINELS} sentinel tokens "
+                         f"<extra_id_0..{constants.NUM_SENTINELS - 1}> (first: {first}) that span corruption needs; use a T5 "
+                         "tokenizer or build one with train_tokenizer.py")
+    return [ids[0] for ids in encoded]
 
 
 def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False):

@@ -27,6 +27,7 @@ from transformers.convert_slow_tokenizer import SentencePieceExtractor
 import flags
 from constants import EOS_ID, NUM_SENTINELS, PAD_ID, UNK_ID
 from flags import UsageError
+from modeling import check_t5_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -155,23 +156,6 @@ def build_t5_tokenizer(spiece_model):
         vocab=spm["vocab"] + sentinels, extra_ids=NUM_SENTINELS,
         _spm_precompiled_charsmap=spm["_spm_precompiled_charsmap"],  # SentencePiece's nmt_nfkc normalization
     )
-
-
-def check_t5_tokenizer(tokenizer, name):
-    """Raises UsageError unless `tokenizer` has pad, eos and <extra_id_0..99> as single tokens; returns their ids."""
-    missing = [token for token in ("pad_token", "eos_token") if getattr(tokenizer, f"{token}_id", None) is None]
-    if missing:
-        raise UsageError(f"tokenizer {name} has no {' or '.join(missing)}; T5 needs both. Use a T5 tokenizer or "
-                         "build one with train_tokenizer.py")
-    sentinels = [f"<extra_id_{i}>" for i in range(NUM_SENTINELS)]
-    encoded = tokenizer(sentinels, add_special_tokens=False)["input_ids"]
-    bad = [s for s, ids in zip(sentinels, encoded) if len(ids) != 1 or ids[0] == tokenizer.unk_token_id]
-    if bad or len({ids[0] for ids in encoded}) != NUM_SENTINELS:
-        first = bad[0] if bad else "duplicate ids"
-        raise UsageError(f"tokenizer {name} lacks {len(bad) or 'distinct'} of the {NUM_SENTINELS} sentinel tokens "
-                         f"<extra_id_0..{NUM_SENTINELS - 1}> (first: {first}) that span corruption needs; use a T5 "
-                         "tokenizer or build one with train_tokenizer.py")
-    return [ids[0] for ids in encoded]
 
 
 def check_saved_layout(folder, piece_count):

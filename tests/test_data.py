@@ -12,7 +12,7 @@ from transformers import T5TokenizerFast
 import data
 from flags import UsageError
 from run_flags import PretrainDataArguments, T5TrainingArguments
-from tests.shared_data import require
+from shared_data import require
 
 WINDOW = 61  # a prime, so windows straddle document boundaries at varying offsets
 

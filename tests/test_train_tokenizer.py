@@ -12,6 +12,7 @@ from absl.testing import absltest, parameterized
 from tokenizers import Tokenizer, models
 
 import quickstart_corpus
+import modeling
 import train_tokenizer
 from flags import UsageError
 from shared_data import require
@@ -68,7 +69,7 @@ class TrainedTokenizerTest(parameterized.TestCase):
         self.assertLen(tokenizer, PIECES + 100)
         self.assertEqual(tokenizer.convert_tokens_to_ids("<extra_id_0>"), len(tokenizer) - 1)
         self.assertEqual(tokenizer.convert_tokens_to_ids("<extra_id_99>"), PIECES)
-        self.assertEqual(train_tokenizer.check_t5_tokenizer(tokenizer, "trained"),
+        self.assertEqual(modeling.check_t5_tokenizer(tokenizer, "trained"),
                          list(range(PIECES + 99, PIECES - 1, -1)))
 
     @parameterized.named_parameters(*SENTENCES)
@@ -103,7 +104,7 @@ class RealT5Test(absltest.TestCase):
         ids = tokenizer("Studies have shown that owning a dog is good for you")["input_ids"]
         self.assertEqual(ids, [6536, 43, 2008, 24, 293, 53, 3, 9, 1782, 19, 207, 21, 25, 1])
         self.assertLen(tokenizer, 32100)
-        self.assertEqual(train_tokenizer.check_t5_tokenizer(tokenizer, "t5")[:2], [32099, 32098])
+        self.assertEqual(modeling.check_t5_tokenizer(tokenizer, "t5")[:2], [32099, 32098])
 
 
 class CheckTokenizerTest(parameterized.TestCase):
@@ -116,7 +117,7 @@ class CheckTokenizerTest(parameterized.TestCase):
             tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")), unk_token="<unk>",
             eos_token="</s>", pad_token="<pad>" if "<pad>" in vocab else None)
         with self.assertRaisesRegex(UsageError, f"tokenizer word-level {message}.*train_tokenizer.py"):
-            train_tokenizer.check_t5_tokenizer(tokenizer, "word-level")
+            modeling.check_t5_tokenizer(tokenizer, "word-level")
 
 
 class BadInputTest(parameterized.TestCase):
