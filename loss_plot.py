@@ -32,7 +32,7 @@ def plot_loss_curve(log_history, path, metric_name=None):
             metric_ax.set_ylabel(metric_name)
             more_handles, more_labels = metric_ax.get_legend_handles_labels()
             handles, labels = handles + more_handles, labels + more_labels
-    ax.legend(handles, labels, loc="upper right")
+    ax.legend(handles, labels, loc="center right")
     fig.tight_layout()
     with atomic_write(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=100)
