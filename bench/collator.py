@@ -1,7 +1,7 @@
 """Span-corruption collator vs a one-example-at-a-time pure-Python reference of the same T5 algorithm.
 
-    .venv/bin/python bench/collator.py                # rows as lists of ints (a plain datasets.Dataset)
-    .venv/bin/python bench/collator.py --numpy_rows   # rows as numpy arrays (a dataset with format "numpy")
+    .venv/bin/python bench/collator.py               # rows as numpy arrays, as data.pack_windows yields them
+    .venv/bin/python bench/collator.py --list_rows   # rows as lists of Python ints (a dataset without format)
 
 128 real windows of 568 ids (wikitext-2 test through the T5 tokenizer, both from ../shared/data) corrupted to
 input_length 512. The reference draws T5's mask per window (shuffle, span lengths, per-token mask) and replaces
@@ -129,20 +129,20 @@ def check_same_output(features, collator):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--numpy_rows", action="store_true",
-                        help="hand rows over as numpy arrays instead of lists (a dataset with format 'numpy')")
+    parser.add_argument("--list_rows", action="store_true",
+                        help="hand rows over as lists of ints instead of numpy arrays (a dataset without format)")
     args = parser.parse_args(argv)
     tokens_length, target_length = compute_input_and_target_lengths(
         constants.INPUT_LENGTH, constants.NOISE_DENSITY, constants.MEAN_NOISE_SPAN_LENGTH)
     tokenizer, ids = load_tokenizer_and_ids(BATCH_SIZE * tokens_length)
     rows = ids.reshape(BATCH_SIZE, tokens_length)
-    features = [{"input_ids": row if args.numpy_rows else row.tolist()} for row in rows]
+    features = [{"input_ids": row.tolist() if args.list_rows else row} for row in rows]
     collator = DataCollatorForT5SpanCorruption(tokenizer, target_length=target_length, seed=0)
     check_same_output(features, collator)
     rng = random.Random(0)
     ours, reference = best_seconds(lambda: collator(features), lambda: reference_collate(features, rng, collator))
     print(f"collator {format_seconds(ours)} vs reference {format_seconds(reference)} per {BATCH_SIZE} rows -> "
-          f"{reference / ours:.1f}x (cpu, {os.cpu_count()} cores, rows as {'numpy' if args.numpy_rows else 'lists'})")
+          f"{reference / ours:.1f}x (cpu, {os.cpu_count()} cores, rows as {'lists' if args.list_rows else 'numpy'})")
 
 
 if __name__ == "__main__":
