@@ -11,9 +11,11 @@ import numpy as np
 from transformers import Seq2SeqTrainer, set_seed
 
 import data
+import eval_log
 import flags
 import modeling
 import output_dir
+import param_groups
 import run_logging
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
 from loss_plot import plot_loss_curve
@@ -83,7 +85,8 @@ def main(argv=None):
         model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
         data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
         preprocess_logits_for_metrics=predicted_token_ids,
-        callbacks=[run_logging.ThroughputCallback(tokens_per_step)])
+        optimizers=(param_groups.create_optimizer(model, training_args), None),
+        callbacks=[run_logging.ThroughputCallback(tokens_per_step), eval_log.EvalLogCallback()])
 
     # 9. Train, evaluate, write outputs (rank 0 only writes).
     train_result = trainer.train(resume_from_checkpoint=checkpoint)

@@ -3,12 +3,14 @@
 Each field's help gives its meaning, default and interactions; `__post_init__` validates once, before any
 model or data is loaded, and raises `flags.UsageError` with the fix.
 """
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import Seq2SeqTrainingArguments
 
 import constants
+import launch_checks
 from flags import UsageError, closest_names
 
 # datasets builder for each local file suffix (".tsv" is csv with a tab delimiter).
@@ -131,8 +133,170 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
 
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Allow writing into a non-empty --output_dir. Without it a non-empty folder is refused."})
+    bf16: bool = field(default=None, metadata={
+        "help": "bf16 mixed precision. Unset: on where the GPU supports it (Ampere or newer), off elsewhere. "
+                "On CPU, --use_cpu true --bf16 true uses bf16 autocast."})
+    param_group_lr: list[str] = field(default=None, metadata={
+        "help": "Per-parameter-group learning rates, 'REGEX=LR' items matched against parameter names in order, "
+                "first match wins: --param_group_lr 'lm_head|shared=1e-3' '.*=1e-4' (or one comma-separated "
+                "string, or a YAML list). Every parameter must match some item; each item must match something."})
 
     def __post_init__(self):
         if not self.output_dir:
             raise UsageError("--output_dir is required (where config.yaml, metrics.json and the model go)")
+        self.bf16 = check_precision(self.bf16, self.fp16, self.use_cpu)
+        launch_checks.check_launch_configs(self)
+        super().__post_init__()
+
+
+def check_precision(bf16, fp16, use_cpu):
+    """Returns the bf16 setting: refuses fp16 with bf16 and bf16 the hardware lacks; defaults to bf16 on GPUs
+    that have it (T5 was trained in bf16 and overflows in fp16)."""
+    import torch
+
+    if bf16 and fp16:
+        raise UsageError("--bf16 and --fp16 are both set; pick one (bf16 where the hardware has it: T5 activations "
+                         "overflow in fp16)")
+    on_gpu = torch.cuda.is_available() and not use_cpu
+    gpu_has_bf16 = on_gpu and torch.cuda.is_bf16_supported()
+    if bf16 is None:
+        return bool(gpu_has_bf16 and not fp16)
+    if bf16 and on_gpu and not gpu_has_bf16:
+        raise UsageError("--bf16 true but this GPU has no bf16 (needs Ampere or newer); use --fp16 true or fp32")
+    if bf16 and not on_gpu and not use_cpu:
+        raise UsageError("--bf16 true needs a GPU with bf16, or --use_cpu true for bf16 autocast on the CPU")
+    return bool(bf16)
+
+
+
+# Fine-tuning choices. (Restored by the lead after an edit collision; see FineTuneDataArguments.)
+_HF_FIELDS = {f.name: f for f in dataclasses.fields(Seq2SeqTrainingArguments)}
+FINETUNE_FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl")
+LABEL_SCORING_CHOICES = ("generate", "rank")
+PREDICTIONS_FORMATS = ("jsonl", "tsv")
+TRAIN_SAMPLING_STRATEGIES = ("length_buckets", "random", "sequential", "group_by_length", "batch_rebalance")
+
+
+def check_positive(flag, value):
+    """Refuses a count flag below 1 (None means unset)."""
+    if value is not None and value < 1:
+        raise UsageError(f"--{flag}={value} must be >= 1 (leave it unset for no limit)")
+
+
+@dataclass
+class FineTuneDataArguments:
+    benchmark: str = field(default="glue", metadata={
+        "help": "Benchmark of --dataset_name in constants.DATASET_VALS: " + ", ".join(constants.DATASET_VALS)
+                + ". Also the default benchmark of --tasks entries written without one."})
+    dataset_name: str = field(default=None, metadata={
+        "help": "Task within --benchmark, e.g. sst2 or rte; with --custom_task, the new task's name."})
+    tasks: str = field(default=None, metadata={
+        "help": "Multi-task: comma-separated benchmark/task names, e.g. glue/sst2,glue/rte. One model trains on their "
+                "mixture (--mixture_cap, --mixture_temperature) and is evaluated per task. Replaces --dataset_name."})
+    custom_task: dict | str | None = field(default=None, metadata={
+        "help": "A new task declared in YAML alone: a mapping with prefix, text_column_name, label_column_name, "
+                "labels (label value: word) or task_type, metric_names, optional metric_to_optimize "
+                "(see configs/custom_task_example.yaml). Needs --dataset_name and --train_file/--validation_file."})
+    data_dir: list[str] = field(default=None, metadata={
+        "help": "Folder(s) in the official GLUE/SuperGLUE layout: a task folder (../shared/data/glue/SST-2 with "
+                "train.tsv/dev.tsv/test.tsv, or train/val/test.jsonl) or a benchmark folder holding one per task "
+                "(../shared/data/glue for --tasks). Unset and no --train_file: the hub dataset of the registry."})
+    train_file: str = field(default=None, metadata={
+        "help": "Local training rows (.csv, .tsv, .json, .jsonl) with the task's columns; labels as ids or words."})
+    validation_file: str = field(default=None, metadata={
+        "help": "Local validation rows (needs the label column: evaluation compares predictions with it)."})
+    test_file: str = field(default=None, metadata={
+        "help": "Local rows to predict with --do_predict; the label column is optional."})
+    max_source_length: int = field(default=512, metadata={
+        "help": "Input tokens per example (EOS included); longer inputs are truncated and counted in the log "
+                "(T5 fine-tuned with 512)."})
+    max_target_length: int = field(default=None, metadata={
+        "help": "Target tokens per example (EOS included) and the generation limit. Unset: the longest label word "
+                "(classification), the longest score string (regression) or 128 (generation)."})
+    label_scoring: str = field(default="generate", metadata={
+        "help": "How classification tasks are predicted at evaluation: generate (decode; a text that is no label "
+                "word counts as wrong) or rank (score every label word, pick the likeliest; never invalid)."})
+    mixture_cap: int = field(default=2 ** 19, metadata={
+        "help": "Multi-task: examples-proportional mixing counts at most this many examples per task (K in the T5 "
+                "paper, sec. 3.5.2; 2^19 scored best there). Also the cap applied before temperature scaling."})
+    mixture_temperature: float = field(default=1.0, metadata={
+        "help": "Multi-task: raise each capped rate to 1/T and renormalise (T5 paper, sec. 3.5.2). 1 = "
+                "examples-proportional; larger T moves towards equal mixing."})
+    max_train_samples: int = field(default=None, metadata={"help": "Keep only the first N training rows (debug)."})
+    max_eval_samples: int = field(default=None, metadata={"help": "Keep only the first N rows of each validation split."})
+    max_predict_samples: int = field(default=None, metadata={"help": "Keep only the first N rows of each test split."})
+    predictions_format: str = field(default="jsonl", metadata={
+        "help": "Format of the per-split predictions files (input, target, prediction, correct): jsonl or tsv."})
+
+    def __post_init__(self):
+        # YAML may give a list of tasks or a single folder; the parser only splits command-line values.
+        if isinstance(self.tasks, (list, tuple)):
+            self.tasks = ",".join(self.tasks)
+        if isinstance(self.data_dir, str):
+            self.data_dir = [self.data_dir]
+        if self.tasks and (self.dataset_name or self.custom_task):
+            raise UsageError("--tasks replaces --dataset_name/--custom_task; pass one or the other")
+        if not self.tasks and not self.dataset_name:
+            raise UsageError("no task: pass --dataset_name TASK (with --benchmark) or --tasks glue/sst2,glue/rte")
+        files = {"--train_file": self.train_file, "--validation_file": self.validation_file,
+                 "--test_file": self.test_file}
+        given = [flag for flag, path in files.items() if path]
+        if given and (self.tasks or self.data_dir):
+            raise UsageError(f"{given[0]} reads one task's rows from local files; it cannot be combined with "
+                             f"{'--tasks' if self.tasks else '--data_dir'}")
+        if self.custom_task is not None and not given:
+            raise UsageError("--custom_task needs its rows in --train_file/--validation_file (.jsonl, .json, .csv, .tsv)")
+        for flag, path in files.items():
+            if path and Path(path).suffix.lower() not in FINETUNE_FILE_SUFFIXES:
+                raise UsageError(f"{flag} {path}: fine-tuning reads {', '.join(FINETUNE_FILE_SUFFIXES)} files")
+            check_data_files(flag, [path] if path else None)
+        for folder in self.data_dir or []:
+            if not Path(folder).is_dir():
+                raise UsageError(f"--data_dir {folder} is not a folder; pass e.g. ../shared/data/glue/RTE")
+        if self.label_scoring not in LABEL_SCORING_CHOICES:
+            raise UsageError(f"--label_scoring={self.label_scoring!r}; choices: {', '.join(LABEL_SCORING_CHOICES)}")
+        if self.predictions_format not in PREDICTIONS_FORMATS:
+            raise UsageError(f"--predictions_format={self.predictions_format!r}; "
+                             f"choices: {', '.join(PREDICTIONS_FORMATS)}")
+        for flag in ("mixture_cap", "max_target_length", "max_train_samples", "max_eval_samples",
+                     "max_predict_samples"):
+            check_positive(flag, getattr(self, flag))
+        if self.max_source_length < 2:
+            raise UsageError(f"--max_source_length={self.max_source_length} leaves no room for text and EOS; use >= 2")
+        if not self.mixture_temperature > 0:
+            raise UsageError(f"--mixture_temperature={self.mixture_temperature} must be > 0 (1 = "
+                             "examples-proportional)")
+
+
+@dataclass
+class FineTuneTrainingArguments(T5TrainingArguments):
+    """Defaults for fine-tuning: train, evaluate each epoch by generation, keep the best checkpoint by the task's
+    metric_to_optimize (filled by fine_tune_t5.py when --metric_for_best_model is unset), length-grouped batches."""
+
+    do_train: bool = field(default=True, metadata={"help": "Fine-tune. --do_train false: evaluate/predict only."})
+    do_eval: bool = field(default=True, metadata={"help": "Evaluate on the validation split(s) at the end."})
+    predict_with_generate: bool = field(default=True, metadata={
+        "help": "Evaluate by generating (or ranking, --label_scoring rank), so task metrics are computed."})
+    eval_strategy: _HF_FIELDS["eval_strategy"].type = field(default="epoch", metadata={
+        "help": "When to evaluate during training: no, steps (--eval_steps) or epoch. Must match --save_strategy "
+                "with --load_best_model_at_end."})
+    save_strategy: _HF_FIELDS["save_strategy"].type = field(default="epoch", metadata={
+        "help": "When to save checkpoints: no, steps, epoch or best."})
+    load_best_model_at_end: bool = field(default=True, metadata={
+        "help": "Keep and finally load the checkpoint with the best --metric_for_best_model (default: the task's "
+                "metric_to_optimize; multi-task: the average)."})
+    save_total_limit: int | None = field(default=1, metadata={
+        "help": "Checkpoints kept; with --load_best_model_at_end the best is kept too (1: the best, plus the last "
+                "while training, for resuming)."})
+    train_sampling_strategy: str = field(default="length_buckets", metadata={
+        "help": "length_buckets (ours: batches of equal input and target length, in random order; least padding), "
+                "or HF's random, sequential, group_by_length (sorted within mega-batches), batch_rebalance. "
+                "Evaluation always keeps file order."})
+
+    def __post_init__(self):
+        # Remembered before HF fills "loss": fine_tune_t5.py then picks the task's metric instead.
+        self.metric_for_best_model_from_task = self.metric_for_best_model is None
+        if self.train_sampling_strategy not in TRAIN_SAMPLING_STRATEGIES:
+            raise UsageError(f"--train_sampling_strategy={self.train_sampling_strategy!r}; choices: "
+                             f"{', '.join(TRAIN_SAMPLING_STRATEGIES)}")
         super().__post_init__()

@@ -32,10 +32,11 @@ def log_run_summary(flags, num_parameters, tokens_per_example, training_args):
     """Start-up lines that let you trust a run: flags, model size, batch and tokens per optimizer step."""
     logger.info("resolved flags: %s", flags)
     batch = global_batch_size(training_args)
+    precision = "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
     logger.info("parameters: %.2fM | global batch %d = %d per device x %d accumulation x %d processes | "
-                "%d tokens per optimizer step", num_parameters / 1e6, batch,
+                "%d tokens per optimizer step | %s", num_parameters / 1e6, batch,
                 training_args.per_device_train_batch_size, training_args.gradient_accumulation_steps,
-                training_args.world_size, batch * tokens_per_example)
+                training_args.world_size, batch * tokens_per_example, precision)
 
 
 class ThroughputCallback(TrainerCallback):

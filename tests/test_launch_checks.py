@@ -1,0 +1,123 @@
+"""launch_checks.py + precision flags: DeepSpeed/accelerate configs may not contradict our flags."""
+import json
+import os
+from pathlib import Path
+from unittest import mock
+
+from absl.testing import absltest, parameterized
+
+import flags
+from flags import UsageError
+from run_flags import T5TrainingArguments
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED_DEEPSPEED_CONFIGS = ("zero_stage2_config.json", "zero_stage2_offload_config.json", "zero_stage3_config.json")
+
+
+def parse_training_flags(*argv):
+    (args,), _ = flags.parse_flags((T5TrainingArguments,), ["--output_dir", "/tmp/unused", "--use_cpu", "true",
+                                                             *argv])
+    return args
+
+
+class DeepSpeedConfigTest(parameterized.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+
+    def write_config(self, config):
+        path = self.dir / "ds.json"
+        path.write_text(json.dumps(config) if isinstance(config, dict) else config)
+        return str(path)
+
+    @parameterized.parameters(*SHIPPED_DEEPSPEED_CONFIGS)
+    def test_shipped_configs_leave_every_flag_value_auto(self, name):
+        import launch_checks
+        config = json.loads((REPO / name).read_text())
+        args = parse_training_flags()
+        for key in launch_checks.flag_values(args):
+            self.assertIn(launch_checks.lookup(config, key), ("auto",), f"{name}: {key}")
+        self.assertIn(config["zero_optimization"]["stage"], (2, 3))
+
+    @parameterized.named_parameters(
+        ("micro_batch", {"train_micro_batch_size_per_gpu": 16}, "train_micro_batch_size_per_gpu=16 but "
+                                                                "--per_device_train_batch_size is 8"),
+        ("accumulation", {"gradient_accumulation_steps": 4}, "gradient_accumulation_steps=4 but "
+                                                             "--gradient_accumulation_steps is 1"),
+        ("global_batch", {"train_batch_size": 64}, "train_batch_size=64 but per-device batch x accumulation x "
+                                                   "world size is 8"),
+        ("clipping", {"gradient_clipping": 0.5}, "gradient_clipping=0.5 but --max_grad_norm is 1.0"),
+        ("learning_rate", {"optimizer": {"type": "AdamW", "params": {"lr": 0.1}}},
+         "optimizer.params.lr=0.1 but --learning_rate is 5e-05"),
+        ("betas", {"optimizer": {"type": "AdamW", "params": {"betas": [0.8, 0.99]}}}, "optimizer.params.betas"),
+        ("warmup", {"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 500}}},
+         "scheduler.params.warmup_num_steps=500 but --warmup_steps is 0"),
+        ("precision", {"bf16": {"enabled": True}}, "bf16.enabled=True but --bf16 is False"),
+    )
+    def test_concrete_value_that_disagrees_is_refused_naming_both_places(self, config, message):
+        path = self.write_config(config)
+        with self.assertRaisesRegex(UsageError, f"--deepspeed {path} sets {message}.*\"auto\""):
+            parse_training_flags("--deepspeed", path)
+
+    def test_concrete_value_that_agrees_is_accepted(self):
+        import launch_checks
+        config = {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2, "gradient_clipping": 1.0,
+                  "train_batch_size": 16, "zero_optimization": {"stage": 2}}
+        args = parse_training_flags("--gradient_accumulation_steps", "2")
+        launch_checks.check_deepspeed_agrees(config, args, "ds.json")  # no error
+
+    @parameterized.named_parameters(
+        ("not_json", "{stage: 2", "is not valid JSON"),
+        ("not_object", "[1, 2]", "must hold a JSON object"),
+        ("unknown_stage", {"zero_optimization": {"stage": 4}}, "unknown ZeRO stage 4 .*use one of 0, 1, 2, 3"),
+    )
+    def test_bad_deepspeed_file(self, config, message):
+        with self.assertRaisesRegex(UsageError, message):
+            parse_training_flags("--deepspeed", self.write_config(config))
+
+    def test_missing_deepspeed_file(self):
+        with self.assertRaisesRegex(UsageError, "--deepspeed nope.json: file not found"):
+            parse_training_flags("--deepspeed", "nope.json")
+
+    def test_optimizer_section_conflicts_with_param_group_lr(self):
+        path = self.write_config({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}})
+        with self.assertRaisesRegex(UsageError, "defines an optimizer, which would ignore --param_group_lr"):
+            parse_training_flags("--deepspeed", path, "--param_group_lr", ".*=1e-3")
+
+
+class AccelerateAndPrecisionTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(
+        ("mixed_precision", {"ACCELERATE_MIXED_PRECISION": "fp16"}, "mixed_precision: fp16 but our flags ask for no"),
+        ("accumulation", {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "8"},
+         "gradient_accumulation_steps=8 but --gradient_accumulation_steps is 1"),
+        ("clipping", {"ACCELERATE_GRADIENT_CLIPPING": "0.1"}, "gradient_clipping=0.1 but --max_grad_norm is 1.0"),
+        ("deepspeed_file", {"ACCELERATE_DEEPSPEED_CONFIG_FILE": "missing_ds.json"}, "file not found"),
+    )
+    def test_accelerate_config_that_disagrees_is_refused(self, env, message):
+        with mock.patch.dict(os.environ, env), self.assertRaisesRegex(UsageError, message):
+            parse_training_flags()
+
+    def test_accelerate_defaults_pass(self):
+        with mock.patch.dict(os.environ, {"ACCELERATE_MIXED_PRECISION": "no"}):
+            self.assertFalse(parse_training_flags().bf16)
+
+    def test_fp16_and_bf16_together(self):
+        with self.assertRaisesRegex(UsageError, "--bf16 and --fp16 are both set; pick one"):
+            parse_training_flags("--bf16", "true", "--fp16", "true")
+
+    def test_bf16_without_gpu_or_cpu_autocast(self):
+        with self.assertRaisesRegex(UsageError, "--bf16 true needs a GPU with bf16, or --use_cpu true"):
+            flags.parse_flags((T5TrainingArguments,), ["--output_dir", "/tmp/x", "--bf16", "true"])
+
+    def test_bf16_defaults_off_without_a_bf16_gpu(self):
+        import torch
+        if torch.cuda.is_available():
+            self.skipTest("this machine has a GPU; the default follows its bf16 support")
+        self.assertFalse(parse_training_flags().bf16)
+        self.assertTrue(parse_training_flags("--bf16", "true").bf16)
+
+
+if __name__ == "__main__":
+    absltest.main()
