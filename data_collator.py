@@ -11,8 +11,13 @@ The masking follows `random_spans_noise_mask` in google-research/text-to-text-tr
 t5/data/preprocessors.py @ 84f8bcc14b5f2c03de51bd3587609ba8f6bbd1cd: a fixed number of noise tokens and spans per
 window, all masks with those counts equally likely. Unlike HF's per-example port, every row of a batch is drawn at
 once with numpy.
+
+In training the random draws are keyed, not streamed: each window's mask is a pure function of (seed, epoch,
+the window's ids), computed with a counter-based hash (splitmix64). So the masks do not depend on batch size,
+gradient accumulation, world size, DataLoader workers or where a run was resumed: a 2-process run, a GA=2 run
+and a resumed run all see exactly the masks of the plain run. (A window repeated within one epoch gets the
+same mask; a new epoch draws new ones.)
 """
-import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -58,13 +63,49 @@ def count_noise(length, noise_density, mean_noise_span_length):
 
 
 def draw_gap_picks(rng, batch_size, num_noise_tokens, num_kept_tokens, num_spans):
-    """The random draws of both segmentations, (B, 2 * (num_spans - 1)), in one call: numpy fills the array row
-    by row, so a row's masks depend only on its place in the generator's stream, and a batch of 4 draws exactly
-    what two batches of 2 draw (gradient accumulation and world size do not change the masks)."""
+    """The random draws of both segmentations, (B, 2 * (num_spans - 1)), from a numpy generator in one call."""
+    lows, highs = gap_pick_bounds(num_noise_tokens, num_kept_tokens, num_spans)
+    return rng.integers(lows, highs, size=(batch_size, len(lows)))
+
+
+def gap_pick_bounds(num_noise_tokens, num_kept_tokens, num_spans):
+    """Bounds (lows, highs) of the 2 * (num_spans - 1) uniform draws of both segmentations: the partial
+    Fisher-Yates step i over n - 1 gaps picks from [i, n - 1)."""
     steps = np.arange(num_spans - 1)
     lows = np.concatenate([steps, steps])
     highs = np.concatenate([np.full(num_spans - 1, num_noise_tokens - 1), np.full(num_spans - 1, num_kept_tokens - 1)])
-    return rng.integers(lows, highs, size=(batch_size, 2 * (num_spans - 1)))
+    return lows, highs
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: splitmix64's increment
+
+
+def splitmix64(values):
+    """splitmix64's output function (Steele, Lea & Flood 2014) on a uint64 array: a bijective, well-mixed hash."""
+    with np.errstate(over="ignore"):
+        z = values + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def window_keys(input_ids, seed, epoch):
+    """(B,) uint64 keys, one per window, from its ids, the seed and the epoch. The ids go through a linear hash
+    with odd per-position multipliers (one multiply-add per id, so order matters), then splitmix64 mixes."""
+    multipliers = splitmix64(np.arange(input_ids.shape[1], dtype=np.uint64)) | np.uint64(1)  # (T,), odd
+    with np.errstate(over="ignore"):
+        content = (input_ids.astype(np.uint64) * multipliers).sum(axis=1, dtype=np.uint64)  # (B,)
+        return splitmix64(splitmix64(content ^ np.uint64(seed)) + np.uint64(epoch))
+
+
+def keyed_gap_picks(keys, num_noise_tokens, num_kept_tokens, num_spans):
+    """draw_gap_picks with the randomness taken from per-window keys: (B, 2 * (num_spans - 1)) picks. The modulo
+    bias is below range / 2^64 (< 1e-16 at any window length), far under any test's resolution."""
+    lows, highs = gap_pick_bounds(num_noise_tokens, num_kept_tokens, num_spans)
+    counters = np.arange(1, len(lows) + 1, dtype=np.uint64) * _GOLDEN
+    with np.errstate(over="ignore"):
+        bits = splitmix64(keys[:, None] + counters[None, :])  # (B, 2 * (num_spans - 1))
+    return lows + (bits % (highs - lows).astype(np.uint64)).astype(np.int64)
 
 
 def random_segmentation_starts(picks, num_items, num_segments):
@@ -85,10 +126,16 @@ def random_segmentation_starts(picks, num_items, num_segments):
 
 
 def random_span_numbers(rng, batch_size, length, noise_density, mean_noise_span_length):
-    """(B, length) int32: the span each token belongs to, counting in T5's interleaved order kept_0, noise_0,
-    kept_1, noise_1, ..., noise_{k-1}. Odd numbers are noise; span number // 2 picks the sentinel."""
+    """(B, length) int32 span numbers drawn from a numpy generator (see span_numbers_from_picks)."""
     num_noise_tokens, num_spans = count_noise(length, noise_density, mean_noise_span_length)
     picks = draw_gap_picks(rng, batch_size, num_noise_tokens, length - num_noise_tokens, num_spans)
+    return span_numbers_from_picks(picks, length, num_noise_tokens, num_spans)
+
+
+def span_numbers_from_picks(picks, length, num_noise_tokens, num_spans):
+    """(B, length) int32: the span each token belongs to, counting in T5's interleaved order kept_0, noise_0,
+    kept_1, noise_1, ..., noise_{k-1}. Odd numbers are noise; span number // 2 picks the sentinel."""
+    batch_size = len(picks)
     noise_starts = random_segmentation_starts(picks[:, :num_spans - 1], num_noise_tokens, num_spans)  # (B, spans)
     kept_starts = random_segmentation_starts(picks[:, num_spans - 1:], length - num_noise_tokens, num_spans)
     # Kept span i starts after kept spans and noise spans 0..i-1; noise span i after kept spans 0..i and
@@ -129,9 +176,9 @@ class DataCollatorForT5SpanCorruption:
     """Collates windows of `tokens_length` ids into T5 span-corruption batches of fixed shape.
 
     `tokens_length` follows from input_length, noise_density and mean_noise_span_length; `target_length` must be
-    what they produce (use compute_input_and_target_lengths). `seed` seeds this collator's own generator, so two
-    collators with the same seed yield identical batches; None draws fresh OS entropy. In a DataLoader worker
-    the stream also mixes in torch's per-worker seed (see `_generator`).
+    what they produce (use compute_input_and_target_lengths). Masks are keyed by (seed, epoch, window ids): two
+    collators with the same seed corrupt a window identically whatever the batching; `set_epoch` (called by the
+    training loop at each epoch) draws new masks for the next pass. seed None picks a random seed once.
     `decoder_start_token_id` defaults to the tokenizer's pad id, T5's decoder start token.
     """
 
@@ -157,9 +204,14 @@ class DataCollatorForT5SpanCorruption:
                              "use a T5 tokenizer or one from train_tokenizer.py")
         if self.decoder_start_token_id is None:
             self.decoder_start_token_id = self.pad_id
-        self.entropy = np.random.SeedSequence(self.seed).entropy  # the seed, or OS entropy when seed is None
-        self.rng = np.random.default_rng(self.entropy)
-        self._worker_rng, self._worker_seed = None, None
+        if self.seed is None:
+            self.seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+        self.epoch = 0
+        self.num_noise_tokens, self.num_spans = num_noise_tokens, num_spans
+
+    def set_epoch(self, epoch):
+        """New masks for each pass over the data; the same epoch always gives the same masks (exact resume)."""
+        self.epoch = int(epoch)
 
     def _check_flags(self):
         if not 0 < self.noise_density < 1:
@@ -205,11 +257,17 @@ class DataCollatorForT5SpanCorruption:
         return repr(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__)
 
     def __call__(self, features, rng: Optional[np.random.Generator] = None):
-        """features: list of {"input_ids": tokens_length ids}; rng: optional generator for this call only."""
+        """features: list of {"input_ids": tokens_length ids}. Masks come from (seed, epoch, window ids), or from
+        `rng` when one is given (draws streamed from that generator instead)."""
         input_ids = self._stack(features)  # (B, tokens_length)
-        rng = self._generator() if rng is None else rng
-        span_numbers = random_span_numbers(rng, len(input_ids), self.tokens_length, self.noise_density,
-                                           self.mean_noise_span_length)  # (B, tokens_length)
+        num_kept = self.tokens_length - self.num_noise_tokens
+        if rng is None:
+            keys = window_keys(input_ids, self.seed, self.epoch)  # (B,)
+            picks = keyed_gap_picks(keys, self.num_noise_tokens, num_kept, self.num_spans)
+        else:
+            picks = draw_gap_picks(rng, len(input_ids), self.num_noise_tokens, num_kept, self.num_spans)
+        span_numbers = span_numbers_from_picks(picks, self.tokens_length, self.num_noise_tokens,
+                                               self.num_spans)  # (B, tokens_length)
         inputs, labels = corrupt_spans(input_ids, span_numbers, self.sentinel_ids, self.eos_id)
         batch = {"input_ids": inputs, "labels": labels}  # (B, input_length), (B, target_length)
         # Our invariant: the length checks in __post_init__ guarantee these shapes.
@@ -221,18 +279,6 @@ class DataCollatorForT5SpanCorruption:
 
             batch = {key: torch.from_numpy(value) for key, value in batch.items()}
         return batch
-
-    def _generator(self):
-        """DataLoader workers are forked copies of this collator: with self.rng they would all replay the same
-        masks, every epoch. torch gives each worker a seed that differs per worker and per epoch and follows
-        set_seed, so a worker draws from (our entropy, that seed) instead."""
-        torch = sys.modules.get("torch")  # no torch imported means no DataLoader worker
-        worker = torch.utils.data.get_worker_info() if torch is not None else None
-        if worker is None:
-            return self.rng
-        if self._worker_seed != worker.seed:
-            self._worker_rng, self._worker_seed = np.random.default_rng([self.entropy, worker.seed]), worker.seed
-        return self._worker_rng
 
     def _stack(self, features):
         """(B, tokens_length) int64, or a ValueError naming the expected window length."""

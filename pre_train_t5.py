@@ -5,10 +5,11 @@
     accelerate launch pre_train_t5.py configs/pretrain_c4_t5_base.yaml --learning_rate 5e-3
 """
 import logging
+import math
 import sys
 
 import numpy as np
-from transformers import Seq2SeqTrainer, set_seed
+from transformers import Seq2SeqTrainer, TrainerCallback, set_seed
 
 import data
 import eval_log
@@ -24,6 +25,16 @@ from run_flags import ModelArguments, PretrainDataArguments, SpanCorruptionArgum
 logger = logging.getLogger(__name__)
 FLAG_CLASSES = (ModelArguments, PretrainDataArguments, SpanCorruptionArguments, T5TrainingArguments)
 EVAL_METRIC = "token_accuracy"
+
+
+class CollatorEpochCallback(TrainerCallback):
+    """New noise masks each epoch; state.epoch is restored on resume, so a resumed run draws the same ones."""
+
+    def __init__(self, collator):
+        self.collator = collator
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.collator.set_epoch(math.floor(state.epoch + 1e-6))  # state.epoch is a float progress counter
 
 
 def predicted_token_ids(logits, labels):
@@ -70,11 +81,10 @@ def main(argv=None):
     train_dataset, eval_dataset = data.build_pretraining_datasets(
         data_args, tokenizer, tokens_length, training_args, model_args.cache_dir, model_args.trust_remote_code)
 
-    # 7. Collator: each process draws its own noise masks, reproducibly from the seed.
+    # 7. Collator: masks keyed by (seed, epoch, window), so every process count, GA and resume point agree.
     collator = DataCollatorForT5SpanCorruption(
         tokenizer, noise_density=span_args.noise_density, mean_noise_span_length=span_args.mean_noise_span_length,
-        input_length=span_args.input_length, target_length=target_length,
-        seed=training_args.seed + training_args.process_index)
+        input_length=span_args.input_length, target_length=target_length, seed=training_args.seed)
 
     # 8. Trainer. The resolved flags are saved only now, once every input has been checked, so a refused run
     # leaves the output folder as it was.

@@ -238,23 +238,31 @@ class SeedAndOutputTest(parameterized.TestCase):
         b = collator(windows(568, 2), rng=np.random.default_rng(99))
         torch.testing.assert_close(a["labels"], b["labels"])
 
-    def test_dataloader_workers_draw_different_masks(self):
-        """Forked workers each get their own stream (no two workers repeat masks), reproducibly under
-        torch.manual_seed, and a new stream each epoch."""
-        window = windows(568, 1)[0]
+    def test_masks_are_a_function_of_seed_epoch_and_window(self):
+        """Keyed masks: order, batch companions and DataLoader workers change nothing; epoch and seed do."""
+        rows = windows(568, 4)
+        collator = make_collator(seed=5, return_tensors="np")
+        forward = collator(rows)["labels"]
+        backward = collator(rows[::-1])["labels"][::-1]
+        np.testing.assert_array_equal(forward, backward)
+        loader = torch.utils.data.DataLoader(rows, batch_size=1, num_workers=2, collate_fn=collator)
+        np.testing.assert_array_equal(np.concatenate([b["labels"] for b in loader]), forward)
+        collator.set_epoch(1)
+        self.assertFalse(np.array_equal(collator(rows)["labels"], forward))
+        collator.set_epoch(0)
+        np.testing.assert_array_equal(collator(rows)["labels"], forward)
+        self.assertFalse(np.array_equal(make_collator(seed=6, return_tensors="np")(rows)["labels"], forward))
 
-        def epoch_labels(collator):
-            loader = torch.utils.data.DataLoader([window] * 4, batch_size=1, num_workers=2, collate_fn=collator)
-            return [batch["labels"] for batch in loader]  # batches alternate between worker 0 and worker 1
-
-        collator = make_collator(seed=0)
-        torch.manual_seed(0)
-        first, second = epoch_labels(collator), epoch_labels(collator)
-        self.assertFalse(torch.equal(first[0], first[1]))  # same window, different workers
-        self.assertFalse(torch.equal(first[0], second[0]))  # same worker, next epoch
-        torch.manual_seed(0)
-        for a, b in zip(first, epoch_labels(make_collator(seed=0))):
-            torch.testing.assert_close(a, b)
+    def test_keyed_masks_are_uniform_over_segmentations(self):
+        """The hash-derived picks give every split into non-empty segments equally often (chi-square at
+        p = 1e-3), like the generator-drawn ones: 12 items, 5 segments, keys from 20,000 distinct windows."""
+        num_items, num_segments = 12, 5
+        keys = data_collator.window_keys(np.arange(20_000, dtype=np.int64)[:, None], seed=3, epoch=0)
+        picks = data_collator.keyed_gap_picks(keys, num_items, num_items, num_segments)[:, :num_segments - 1]
+        starts = data_collator.random_segmentation_starts(picks, num_items, num_segments)
+        _, counts = np.unique(starts, axis=0, return_counts=True)
+        self.assertLen(counts, len(list(itertools.combinations(range(num_items - 1), num_segments - 1))))
+        self.assertGreater(scipy.stats.chisquare(counts).pvalue, 1e-3)
 
     def test_numpy_and_torch_outputs_agree(self):
         as_np = make_collator(seed=13, return_tensors="np")(windows(568, 2))
