@@ -14,7 +14,10 @@ def setup_logging(training_args):
     """One format for every module; replicas log warnings only, as HF examples do."""
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
                         handlers=[logging.StreamHandler(sys.stdout)], force=True)
+    # HF's default log_level "passive" would leave the main process at WARNING and hide the start-up summary.
     level = training_args.get_process_log_level()
+    if training_args.should_log and training_args.log_level == "passive":
+        level = logging.INFO
     logging.getLogger().setLevel(level)
     datasets.utils.logging.set_verbosity(level)
     transformers.utils.logging.set_verbosity(level)

@@ -1,0 +1,77 @@
+"""Two CPU processes (gloo) reach the loss curve of one process at the same global batch and seed: DDP through
+torchrun and accelerate, and DeepSpeed ZeRO-2/ZeRO-3 (which run on CPU under torchrun)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from absl.testing import absltest, parameterized
+
+import pre_train_t5
+from shared_data import require
+from test_pre_train_t5 import tiny_run_flags
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+STEPS = 4
+
+
+def launch(launcher, argv, timeout=480):
+    """Runs pre_train_t5.py under a launcher with 2 CPU processes; returns the completed process."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT="29517")
+    commands = {
+        "torchrun": [str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", "29517"],
+        # `accelerate launch --cpu --num_processes 2` silently starts one process; --multi_gpu starts two,
+        # and --use_cpu true in our flags keeps them on the CPU (gloo).
+        "accelerate": [str(VENV_BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
+                       "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                       "--main_process_port", "29517"],
+    }
+    result = subprocess.run([*commands[launcher], str(REPO / "pre_train_t5.py"), *argv], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError(f"{launcher} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return result
+
+
+def losses(output_dir):
+    history = json.loads((Path(output_dir) / "metrics.json").read_text())["log_history"]
+    return [entry["loss"] for entry in history if "loss" in entry]
+
+
+class TwoProcessEquivalenceTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
+        cls.work = Path(absltest.get_default_test_tmpdir()) / "distributed"
+        single = cls.work / "single"
+        if not (single / "metrics.json").exists():
+            pre_train_t5.main(tiny_run_flags(str(single), cls.corpus, max_steps=STEPS, overwrite_output_dir=True))
+        cls.single_losses = losses(single)
+
+    def two_process_flags(self, name, **overrides):
+        out = self.work / name
+        return out, tiny_run_flags(str(out), self.corpus, max_steps=STEPS, per_device_train_batch_size=2,
+                                   ddp_find_unused_parameters=False, overwrite_output_dir=True, **overrides)
+
+    @parameterized.named_parameters(("torchrun", "torchrun"), ("accelerate", "accelerate"))
+    def test_ddp_matches_one_process(self, launcher):
+        out, argv = self.two_process_flags(f"ddp_{launcher}")
+        result = launch(launcher, argv)
+        self.assertIn("process rank 1 of 2", result.stdout + result.stderr)
+        self.assertIn("global batch 4 = 2 per device x 1 accumulation x 2 processes", result.stdout)
+        np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-4)
+
+    @parameterized.named_parameters(("zero2", "zero_stage2_config.json"), ("zero3", "zero_stage3_config.json"))
+    def test_deepspeed_matches_one_process(self, config):
+        out, argv = self.two_process_flags(Path(config).stem, deepspeed=str(REPO / config))
+        launch("torchrun", argv)
+        np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
+
+
+if __name__ == "__main__":
+    absltest.main()
