@@ -92,7 +92,10 @@ class _Parser(HfArgumentParser):
 
 
 def _as_argparse_default(action, value):
-    """Scalars become strings so argparse type-checks YAML values exactly as it checks command-line values."""
+    """Scalars become strings so argparse type-checks YAML values exactly as it checks command-line values;
+    a single value given for a list flag (`train_files: corpus.txt`) becomes a one-item list."""
+    if action.nargs in ("+", "*") and not isinstance(value, (list, type(None))):
+        value = [value]
     if isinstance(value, (bool, int, float, str)) and action.type is not None:
         return str(value)
     return value

@@ -223,7 +223,8 @@ class FineTuneDataArguments:
         "help": "Multi-task: raise each capped rate to 1/T and renormalise (T5 paper, sec. 3.5.2). 1 = "
                 "examples-proportional; larger T moves towards equal mixing."})
     max_train_samples: int = field(default=None, metadata={"help": "Keep only the first N training rows (debug)."})
-    max_eval_samples: int = field(default=None, metadata={"help": "Keep only the first N rows of each validation split."})
+    max_eval_samples: int = field(default=None, metadata={
+        "help": "Keep only the first N rows of each validation split."})
     max_predict_samples: int = field(default=None, metadata={"help": "Keep only the first N rows of each test split."})
     predictions_format: str = field(default="jsonl", metadata={
         "help": "Format of the per-split predictions files (input, target, prediction, correct): jsonl or tsv."})
@@ -245,7 +246,8 @@ class FineTuneDataArguments:
             raise UsageError(f"{given[0]} reads one task's rows from local files; it cannot be combined with "
                              f"{'--tasks' if self.tasks else '--data_dir'}")
         if self.custom_task is not None and not given:
-            raise UsageError("--custom_task needs its rows in --train_file/--validation_file (.jsonl, .json, .csv, .tsv)")
+            raise UsageError("--custom_task needs its rows in --train_file/--validation_file "
+                             "(.jsonl, .json, .csv, .tsv)")
         for flag, path in files.items():
             if path and Path(path).suffix.lower() not in FINETUNE_FILE_SUFFIXES:
                 raise UsageError(f"{flag} {path}: fine-tuning reads {', '.join(FINETUNE_FILE_SUFFIXES)} files")

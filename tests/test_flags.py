@@ -61,6 +61,10 @@ class FlagsTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, "learning_rate.*invalid float value: 'fast'"):
             self.parse(self.write("d.yaml", "learning_rate: fast\n"))
 
+    def test_single_value_for_a_list_flag_becomes_a_list(self):
+        args, _ = self.parse(self.write("one.yaml", "files: corpus.txt\n"))
+        self.assertEqual(args.files, ["corpus.txt"])
+
     def test_nested_mappings_deep_merge(self):
         a = self.write("a.yaml", {"schedule_kwargs": {"power": 2.0, "end": 0.1}})
         b = self.write("b.yaml", {"schedule_kwargs": {"end": 0.0}})

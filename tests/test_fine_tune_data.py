@@ -1,0 +1,211 @@
+"""fine_tune_data.py, task_mixture.py and the length-bucket sampler on the real GLUE/SuperGLUE files."""
+import json
+import logging
+import math
+from types import SimpleNamespace
+
+import datasets
+import numpy as np
+import torch
+from absl.testing import absltest, parameterized
+
+import fine_tune_data
+import modeling
+from constants import NO_LABEL
+from flags import UsageError
+from run_flags import FineTuneDataArguments
+from task_format import get_task_vals
+from task_mixture import mix_task_datasets, mixing_rates, mixture_size, sample_mixture
+from task_trainer import length_bucket_indices
+from tests.shared_data import require
+
+
+def data_args(**overrides):
+    values = dict(dataset_name="rte", max_source_length=512)
+    values.update(overrides)
+    return FineTuneDataArguments(**values)
+
+
+def run_args(do_train=True, do_eval=True, do_predict=False):
+    return SimpleNamespace(do_train=do_train, do_eval=do_eval, do_predict=do_predict)
+
+
+class MixingRatesTest(parameterized.TestCase):
+    """T5 paper sec. 3.5.2: r_m = min(e_m, K) / sum min(e_n, K), then r_m^(1/T) renormalised."""
+
+    @parameterized.named_parameters(
+        ("examples_proportional", 10 ** 9, 1.0, [100 / 11100, 1000 / 11100, 10000 / 11100]),
+        ("capped", 1000, 1.0, [1 / 21, 10 / 21, 10 / 21]),
+        ("capped_temperature_2", 1000, 2.0, [1 / (1 + 2 * math.sqrt(10)), math.sqrt(10) / (1 + 2 * math.sqrt(10)),
+                                            math.sqrt(10) / (1 + 2 * math.sqrt(10))]),
+        ("uncapped_temperature_2", 10 ** 9, 2.0, [10 / (10 + math.sqrt(1000) + 100),
+                                                  math.sqrt(1000) / (10 + math.sqrt(1000) + 100),
+                                                  100 / (10 + math.sqrt(1000) + 100)]),
+    )
+    def test_rates_follow_the_formula(self, cap, temperature, expected):
+        np.testing.assert_allclose(mixing_rates([100, 1000, 10000], cap, temperature), expected, rtol=1e-12)
+
+    def test_high_temperature_approaches_equal_mixing(self):
+        np.testing.assert_allclose(mixing_rates([100, 1000, 10000], 10 ** 9, 1e6), [1 / 3] * 3, atol=1e-4)
+
+    def test_mixture_size_counts_each_task_up_to_the_cap(self):
+        self.assertEqual(mixture_size([100, 1000, 10000], 1000), 2100)
+
+    @parameterized.named_parameters(("proportional_capped", 500, 1.0), ("temperature_3", 500, 3.0))
+    def test_sampled_proportions_match_the_rates(self, cap, temperature):
+        sizes = [50, 500, 5000]
+        rates = mixing_rates(sizes, cap, temperature)
+        indices = sample_mixture(sizes, rates, 200_000, seed=0)
+        task = np.searchsorted(np.cumsum(sizes), indices, side="right")
+        np.testing.assert_allclose(np.bincount(task, minlength=3) / len(indices), rates, atol=0.005)
+        # The small task repeats in shuffled passes: every example drawn as often as every other, +-1.
+        counts = np.bincount(indices[task == 0], minlength=sizes[0])
+        self.assertLessEqual(counts.max() - counts.min(), 1)
+
+    def test_mix_task_datasets_draws_one_capped_pass(self):
+        small = datasets.Dataset.from_dict({"input_ids": [[1, 1]] * 4})
+        large = datasets.Dataset.from_dict({"input_ids": [[2, 2, 1]] * 40})
+        mixture, rates = mix_task_datasets([small, large], ["small", "large"], cap=10, temperature=1.0, seed=1)
+        self.assertLen(mixture, 14)
+        self.assertEqual(rates, {"small": 4 / 14, "large": 10 / 14})
+        self.assertContainsSubset({len(ids) for ids in mixture["input_ids"]}, {2, 3})
+
+
+class LengthBucketTest(absltest.TestCase):
+
+    def test_batches_hold_equal_lengths_longest_first(self):
+        rng = np.random.default_rng(0)
+        inputs, targets = rng.integers(5, 40, size=1000), rng.integers(2, 4, size=1000)
+        order = length_bucket_indices(inputs, targets, 32, torch.Generator().manual_seed(0))
+        self.assertEqual(sorted(order), list(range(1000)))
+        batches = [order[i:i + 32] for i in range(0, 1000, 32)]
+        self.assertEqual(inputs[batches[0]].max(), inputs.max())
+        self.assertLen(batches[-1], 1000 % 32)
+        # As little input padding as any batching can give: that of cutting the sorted lengths into batches.
+        padding = lambda lengths_per_batch: sum(len(b) * b.max() - b.sum() for b in lengths_per_batch)  # noqa: E731
+        descending = np.sort(inputs)[::-1]
+        self.assertEqual(padding([inputs[b] for b in batches]),
+                         padding([descending[i:i + 32] for i in range(0, 1000, 32)]))
+
+
+class TaskDataTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = modeling.load_tokenizer(str(require("t5_spiece")))
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.create_tempdir().full_path
+
+    def build(self, args, task="rte", split="validation", role="eval", benchmark="glue"):
+        plan = fine_tune_data.SplitPlan(get_task_vals(benchmark, task), split, role, task)
+        return fine_tune_data.build_task_split(plan, args, self.tokenizer)
+
+    @parameterized.named_parameters(
+        ("rte", "rte", "RTE", 277), ("sst2", "sst2", "SST-2", 872), ("cola_no_header", "cola", "CoLA", 1043),
+        ("mrpc_bom_header", "mrpc", "MRPC", 408), ("stsb", "stsb", "STS-B", 1500), ("wnli", "wnli", "WNLI", 71),
+    )
+    def test_glue_dev_files_read_completely(self, task, folder, rows):
+        split = self.build(data_args(data_dir=[str(require("glue"))]), task=task)
+        self.assertEqual((split.stats["rows"], split.stats["malformed"], len(split.inputs)), (rows, 0, rows))
+        self.assertTrue(all(split.inputs) and all(split.targets))
+
+    def test_superglue_jsonl_folder(self):
+        split = self.build(data_args(data_dir=[str(require("superglue"))]), benchmark="super_glue")
+        self.assertLen(split.inputs, 277)
+        self.assertTrue(split.inputs[0].startswith("rte hypothesis: "))
+        self.assertContainsSubset(set(split.targets), {"entailment", "not_entailment"})
+
+    def test_malformed_rows_are_counted_and_logged(self):
+        source = require("glue/RTE/dev.tsv").read_text().splitlines()[:11]  # header + 10 rows
+        broken = [*source, "999\tonly two fields", "1000\ta\tb\t", "1001\ta\tb\tentailment\textra"]
+        path = f"{self.dir}/dev.tsv"
+        with open(path, "w") as handle:
+            handle.write("\n".join(broken) + "\n")
+        with self.assertLogs("fine_tune_data", logging.WARNING) as logs:
+            split = self.build(data_args(train_file=path, validation_file=path))
+        self.assertEqual((split.stats["rows"], split.stats["malformed"], len(split.inputs)), (13, 3, 10))
+        self.assertIn("dropped 3 malformed row(s) of 13", logs.output[0])
+        self.assertIn("line(s) 12, 13, 14", logs.output[0])
+
+    def test_truncated_inputs_are_counted_with_eos_kept(self):
+        split = self.build(data_args(data_dir=[str(require("glue/RTE"))], max_source_length=16,
+                                     max_eval_samples=20))
+        lengths = [len(ids) for ids in split.dataset["input_ids"]]
+        self.assertEqual(split.stats["truncated_inputs"], 20)  # every RTE pair is longer than 16 tokens
+        self.assertEqual(set(lengths), {16})
+        self.assertTrue(all(ids[-1] == self.tokenizer.eos_token_id for ids in split.dataset["input_ids"]))
+
+    def test_labels_given_as_ids_strings_or_words(self):
+        rows = [{"sentence1": "a", "sentence2": "b", "label": label} for label in (0, "1", "entailment", 1)]
+        path = f"{self.dir}/rows.jsonl"
+        with open(path, "w") as handle:
+            handle.writelines(json.dumps(row) + "\n" for row in rows)
+        split = self.build(data_args(train_file=path, validation_file=path))
+        self.assertEqual(split.targets, ["entailment", "not_entailment", "entailment", "not_entailment"])
+
+    def test_unlabeled_test_rows_keep_the_file_index(self):
+        split = self.build(data_args(data_dir=[str(require("glue/RTE"))], max_predict_samples=3), split="test",
+                           role="predict")
+        self.assertEqual((split.targets, split.indices), ([None] * 3, ["0", "1", "2"]))
+        self.assertNotIn("labels", split.dataset.column_names)
+
+    def test_default_target_length_fits_the_longest_label_word(self):
+        rte = get_task_vals("glue", "rte")
+        longest = max(len(self.tokenizer(word).input_ids) for word in ("entailment", "not_entailment"))
+        self.assertEqual(fine_tune_data.default_target_length(rte, self.tokenizer), longest)
+        stsb = get_task_vals("glue", "stsb")
+        self.assertEqual(fine_tune_data.default_target_length(stsb, self.tokenizer),
+                         max(len(ids) for ids in self.tokenizer([f"{i / 5:.1f}" for i in range(26)]).input_ids))
+
+
+class PlanAndTasksTest(parameterized.TestCase):
+
+    def test_mnli_evaluates_matched_and_mismatched(self):
+        tasks = fine_tune_data.resolve_tasks(data_args(dataset_name="mnli"))
+        plans = fine_tune_data.plan_splits(tasks, data_args(dataset_name="mnli"), run_args(do_predict=True))
+        self.assertEqual([(p.role, p.split, p.key) for p in plans], [
+            ("train", "train", "mnli"), ("eval", "validation_matched", "mnli_matched"),
+            ("eval", "validation_mismatched", "mnli_mismatched"), ("predict", "test_matched", "mnli_matched"),
+            ("predict", "test_mismatched", "mnli_mismatched")])
+
+    def test_same_task_name_in_two_benchmarks_gets_qualified_keys(self):
+        args = data_args(dataset_name=None, tasks="glue/rte,super_glue/rte")
+        plans = fine_tune_data.plan_splits(fine_tune_data.resolve_tasks(args), args, run_args(do_train=False))
+        self.assertEqual([p.key for p in plans], ["glue_rte", "super_glue_rte"])
+
+    def test_custom_task_from_yaml_text(self):
+        spec = "{prefix: 'mood:', text_column_name: text, label_column_name: mood, labels: {0: sad, 1: happy}, " \
+               "metric_names: [accuracy]}"
+        path = f"{self.create_tempdir().full_path}/rows.jsonl"
+        with open(path, "w") as handle:
+            handle.write('{"text": "x", "mood": 1}\n')
+        (task,) = fine_tune_data.resolve_tasks(data_args(dataset_name="mood", custom_task=spec, train_file=path,
+                                                         validation_file=path))
+        self.assertEqual((task["name"], task["metric_to_optimize"], task["labels"]), ("custom/mood", "accuracy",
+                                                                                      {0: "sad", 1: "happy"}))
+
+    @parameterized.named_parameters(
+        ("tasks_and_dataset_name", dict(tasks="glue/rte"), "--tasks replaces --dataset_name"),
+        ("no_task", dict(dataset_name=None), "no task: pass --dataset_name"),
+        ("zero_temperature", dict(mixture_temperature=0.0), "--mixture_temperature=0.0 must be > 0"),
+        ("zero_cap", dict(mixture_cap=0), "--mixture_cap=0 must be >= 1"),
+        ("custom_without_files", dict(custom_task={"prefix": "x"}), "--custom_task needs its rows"),
+        ("unsupported_file", dict(train_file=__file__), "fine-tuning reads .csv, .tsv, .json, .jsonl files"),
+    )
+    def test_bad_data_flags(self, overrides, message):
+        with self.assertRaisesRegex(UsageError, message):
+            data_args(**overrides)
+
+    def test_label_id_accepts_every_spelling_of_a_label(self):
+        rte = get_task_vals("glue", "rte")
+        self.assertEqual([fine_tune_data.label_id(rte, value) for value in (1, "1", "not_entailment", " 0 ", "no")],
+                         [1, 1, 1, 0, None])
+        self.assertEqual(fine_tune_data.convert_local_row(rte, {"sentence1": "a", "sentence2": "b"}, False)["label"],
+                         NO_LABEL)
+
+
+if __name__ == "__main__":
+    absltest.main()

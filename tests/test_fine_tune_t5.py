@@ -1,0 +1,302 @@
+"""fine_tune_t5.py end to end on t5-tiny and the real GLUE TSVs: outputs, predictions, evaluate-only, rank
+scoring, multi-task, a YAML-declared task, the GLUE submission file, and every refusal."""
+import csv
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+from absl.testing import absltest, parameterized
+from transformers import AutoTokenizer, GPT2Config, T5ForConditionalGeneration
+
+import fine_tune_data
+import fine_tune_t5
+import flags
+from flags import UsageError
+from metrics import glue_average
+from tests.shared_data import require
+
+REPO = Path(__file__).resolve().parents[1]
+EVAL_ROWS = 12
+TEST_ROWS = 6
+RTE_WORDS = ("entailment", "not_entailment")
+
+
+def tiny_flags(output_dir, **overrides):
+    """argv of a seconds-long run: t5-tiny, short inputs, real T5 tokenizer, RTE from its official folder."""
+    values = {"output_dir": output_dir, "model_size": "t5-tiny", "tokenizer_name_or_path": str(require("t5_spiece")),
+              "dataset_name": "rte", "data_dir": [str(require("glue/RTE"))], "max_source_length": 64,
+              "max_train_samples": 32, "max_eval_samples": EVAL_ROWS, "per_device_train_batch_size": 4,
+              "per_device_eval_batch_size": 32, "max_steps": 4, "learning_rate": 1e-2, "eval_strategy": "steps",
+              "eval_steps": 2, "save_strategy": "steps", "save_steps": 2, "logging_steps": 1, "use_cpu": True,
+              "seed": 3, "report_to": "none", "disable_tqdm": True}
+    values.update(overrides)
+    argv = []
+    for key, value in values.items():
+        if value is None:
+            continue
+        argv += [f"--{key}", *map(str, value)] if isinstance(value, list) else [f"--{key}", str(value)]
+    return argv
+
+
+def eval_only_flags(output_dir, model_dir, **overrides):
+    return tiny_flags(output_dir, model_size=None, tokenizer_name_or_path=None, model_name_or_path=model_dir,
+                      do_train=False, **overrides)
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def read_tsv(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+class FineTuneEndToEndTest(parameterized.TestCase):
+    """One RTE fine-tune shared by the tests; evaluate-only and rank runs start from its saved model."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tmp = Path(tempfile.mkdtemp())
+        cls.run_dir = cls.tmp / "rte"
+        cls.metrics = fine_tune_t5.main(tiny_flags(str(cls.run_dir), do_predict=True,
+                                                   max_predict_samples=TEST_ROWS))
+        cls.saved = json.loads((cls.run_dir / "metrics.json").read_text())
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+
+    def test_writes_outputs_and_keeps_the_best_checkpoint(self):
+        for name in ("config.yaml", "metrics.json", "loss_curve.png", "model.safetensors", "config.json",
+                     "predictions_rte_validation.jsonl", "predictions_rte_test.jsonl", "glue_submission/RTE.tsv"):
+            self.assertTrue((self.run_dir / name).is_file(), name)
+        self.assertEqual(self.saved["metric_for_best_model"], "accuracy")
+        self.assertIsNotNone(self.saved["best_model_checkpoint"])
+        self.assertBetween(self.saved["eval_accuracy"], 0.0, 100.0)
+        self.assertEqual(self.saved["per_task_metrics"]["rte"]["accuracy"], self.saved["eval_accuracy"])
+        self.assertEqual(self.saved["data"]["rte/validation"]["rows"], 277)
+        self.assertEqual(self.saved["data"]["rte/validation"]["used"], EVAL_ROWS)
+        self.assertEqual(self.saved["data"]["rte/train"]["malformed"], 0)
+        evals = [entry for entry in self.saved["log_history"] if "eval_accuracy" in entry]
+        self.assertLen(evals, 2)  # steps 2 and 4
+        self.assertEqual(self.saved["best_metric"], max(entry["eval_accuracy"] for entry in evals))
+
+    def test_predictions_match_the_validation_file(self):
+        rows = read_tsv(require("glue/RTE/dev.tsv"))[:EVAL_ROWS]
+        predictions = read_jsonl(self.run_dir / "predictions_rte_validation.jsonl")
+        self.assertLen(predictions, EVAL_ROWS)
+        self.assertEqual([p["input"] for p in predictions],
+                         [f"rte sentence1: {r['sentence1']} sentence2: {r['sentence2']}" for r in rows])
+        self.assertEqual([p["target"] for p in predictions], [r["label"] for r in rows])
+        self.assertEqual([p["correct"] for p in predictions], [p["prediction"] == p["target"] for p in predictions])
+        accuracy = 100.0 * sum(p["correct"] for p in predictions) / EVAL_ROWS
+        self.assertAlmostEqual(accuracy, self.saved["eval_accuracy"])
+
+    def test_glue_submission_has_the_leaderboard_format(self):
+        lines = (self.run_dir / "glue_submission" / "RTE.tsv").read_text().splitlines()
+        self.assertEqual(lines[0], "index\tprediction")
+        test_rows = read_tsv(require("glue/RTE/test.tsv"))[:TEST_ROWS]
+        self.assertEqual([line.split("\t")[0] for line in lines[1:]], [row["index"] for row in test_rows])
+        self.assertContainsSubset({line.split("\t")[1] for line in lines[1:]}, RTE_WORDS)
+        unlabeled = read_jsonl(self.run_dir / "predictions_rte_test.jsonl")
+        self.assertEqual([(row["target"], row["correct"]) for row in unlabeled], [(None, None)] * TEST_ROWS)
+
+    def test_config_yaml_alone_gives_the_same_flags(self):
+        config = yaml.safe_load((self.run_dir / "config.yaml").read_text())
+        self.assertEqual((config["dataset_name"], config["max_steps"], config["metric_for_best_model"]),
+                         ("rte", 4, None))  # None: filled from the task again on a re-run
+        _, resolved = flags.parse_flags(fine_tune_t5.FLAG_CLASSES, [str(self.run_dir / "config.yaml")])
+        self.assertEqual(resolved, config)
+
+    def test_evaluate_only_on_the_saved_folder_reproduces_the_predictions(self):
+        out = self.dir / "eval"
+        metrics = fine_tune_t5.main(eval_only_flags(str(out), str(self.run_dir)))
+        self.assertEqual(metrics["eval_accuracy"], self.saved["eval_accuracy"])
+        self.assertEqual((out / "predictions_rte_validation.jsonl").read_text(),
+                         (self.run_dir / "predictions_rte_validation.jsonl").read_text())
+        self.assertFalse((out / "model.safetensors").exists())
+
+    def test_rank_scoring_predicts_only_label_words(self):
+        out = self.dir / "rank"
+        metrics = fine_tune_t5.main(eval_only_flags(str(out), str(self.run_dir), label_scoring="rank"))
+        self.assertEqual(metrics["eval_invalid_count"], 0)
+        predictions = read_jsonl(out / "predictions_rte_validation.jsonl")
+        self.assertLen(predictions, EVAL_ROWS)
+        self.assertContainsSubset({p["prediction"] for p in predictions}, RTE_WORDS)
+
+    def test_readme_generate_snippet_matches_the_predictions(self):
+        tokenizer = AutoTokenizer.from_pretrained(self.run_dir)
+        model = T5ForConditionalGeneration.from_pretrained(self.run_dir)
+        predictions = read_jsonl(self.run_dir / "predictions_rte_validation.jsonl")[:3]
+        batch = tokenizer([p["input"] for p in predictions], return_tensors="pt", padding=True, truncation=True,
+                          max_length=64)
+        texts = tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True)
+        self.assertEqual(texts, [p["prediction"] for p in predictions])
+
+
+class FineTuneVariantsTest(parameterized.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+
+    def test_multi_task_reports_each_task_and_the_glue_average(self):
+        out = self.dir / "mix"
+        metrics = fine_tune_t5.main(tiny_flags(
+            str(out), dataset_name=None, tasks="glue/sst2,glue/rte,glue/stsb", data_dir=[str(require("glue"))],
+            max_eval_samples=6, max_steps=2, mixture_temperature=2.0))
+        saved = json.loads((out / "metrics.json").read_text())
+        self.assertEqual(set(saved["per_task_metrics"]), {"sst2", "rte", "stsb"})
+        self.assertEqual(saved["metric_for_best_model"], "average")
+        self.assertAlmostEqual(saved["average"], glue_average(saved["per_task_metrics"], tasks=["sst2", "rte", "stsb"]))
+        self.assertAlmostEqual(metrics["eval_average"], saved["average"])
+        self.assertAlmostEqual(sum(saved["mixing_rates"].values()), 1.0)
+        self.assertIn("eval_average", {key for entry in saved["log_history"] for key in entry})
+        for task in ("sst2", "rte", "stsb"):
+            self.assertLen(read_jsonl(out / f"predictions_{task}_validation.jsonl"), 6)
+
+    def test_task_declared_in_yaml_alone(self):
+        out = self.dir / "custom"
+        fine_tune_t5.main([str(REPO / "configs/custom_task_example.yaml"), "--model_size", "t5-tiny",
+                           "--tokenizer_name_or_path", str(require("t5_spiece")), "--output_dir", str(out),
+                           "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2", "--disable_tqdm", "true"])
+        saved = json.loads((out / "metrics.json").read_text())
+        task_metrics = saved["per_task_metrics"]["ticket_triage"]
+        self.assertEqual(saved["metric_for_best_model"], "combined_score")
+        self.assertEqual(task_metrics["invalid_count"], 0)  # rank scoring, set in the example config
+        self.assertAlmostEqual(task_metrics["combined_score"], (task_metrics["accuracy"] + task_metrics["f1"]) / 2)
+        predictions = read_jsonl(out / "predictions_ticket_triage_validation.jsonl")
+        rows = read_jsonl(REPO / "configs/examples/ticket_triage_validation.jsonl")
+        self.assertEqual([p["input"] for p in predictions], [f"triage ticket: {r['ticket']}" for r in rows])
+        self.assertEqual([p["target"] for p in predictions], [r["team"] for r in rows])
+
+
+class ConfigFilesTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(*[(path.stem, path) for path in sorted((REPO / "configs/glue").glob("*.yaml"))
+                                      if path.stem != "base"])
+    def test_glue_config_names_its_task(self, path):
+        (_, data_args, training_args), _ = flags.parse_flags(
+            fine_tune_t5.FLAG_CLASSES, [str(path), "--model_name_or_path", "google-t5/t5-small"])
+        (task,) = fine_tune_data.resolve_tasks(data_args)
+        self.assertEqual(task["name"], f"glue/{path.stem}")
+        self.assertEqual((training_args.learning_rate, training_args.output_dir), (1e-3, f"runs/glue/{path.stem}"))
+
+    def test_quickstart_rte_config_runs(self):
+        model = REPO / "runs" / "quickstart"
+        if not (model / "model.safetensors").is_file():
+            self.skipTest(f"{model} is absent; `make quickstart` builds it")
+        out = Path(self.create_tempdir().full_path) / "rte"
+        metrics = fine_tune_t5.main([str(REPO / "configs/finetune_rte_quickstart.yaml"), "--model_name_or_path",
+                                     str(model), "--data_dir", str(require("glue/RTE")), "--output_dir", str(out),
+                                     "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2",
+                                     "--max_train_samples", "16", "--max_eval_samples", "8", "--disable_tqdm", "true"])
+        self.assertIn("eval_accuracy", metrics)
+        self.assertLen(read_jsonl(out / "predictions_rte_validation.jsonl"), 8)
+
+
+class FineTuneRefusalsTest(parameterized.TestCase):
+    """Each bad input: one-line UsageError naming the flag/file and the fix, the folder byte-identical."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+        self.out = self.dir / "out"
+
+    def assert_refused(self, argv, message):
+        before = snapshot(self.dir)
+        with self.assertRaisesRegex(UsageError, message) as raised:
+            fine_tune_t5.main(argv)
+        self.assertNotIn("\n", str(raised.exception))
+        self.assertEqual(snapshot(self.dir), before)
+
+    def write_jsonl(self, name, rows):
+        path = self.dir / name
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        return str(path)
+
+    @parameterized.named_parameters(
+        ("unknown_benchmark", {"benchmark": "glu"}, "unknown --benchmark 'glu'; did you mean 'glue'"),
+        ("unknown_task", {"dataset_name": "sst3"}, "unknown task 'sst3' for --benchmark glue; did you mean 'sst2'"),
+        ("unknown_task_in_list", {"dataset_name": None, "tasks": "glue/rte,glue/qnlii"}, "did you mean 'qnli'"),
+        ("rank_without_label_words", {"dataset_name": "stsb", "label_scoring": "rank"},
+         "--label_scoring rank scores label words.*use --label_scoring generate"),
+        ("unknown_best_metric", {"metric_for_best_model": "acuracy"},
+         "--metric_for_best_model 'acuracy' is not reported by this run; did you mean 'accuracy'"),
+        ("target_length_cuts_labels", {"max_target_length": 2}, "--max_target_length=2 would cut the targets"),
+        ("bad_label_scoring", {"label_scoring": "vote"}, "--label_scoring='vote'; choices: generate, rank"),
+        ("missing_data_dir", {"data_dir": ["/nonexistent/RTE"]}, "--data_dir /nonexistent/RTE is not a folder"),
+        ("wrong_data_dir", {"data_dir": ["/"]}, "no train.tsv for the train split of glue/rte"),
+    )
+    def test_bad_flag(self, overrides, message):
+        self.assert_refused(tiny_flags(str(self.out), **overrides), message)
+
+    def test_non_empty_output_dir(self):
+        self.out.mkdir()
+        (self.out / "precious.txt").write_text("last week's results")
+        self.assert_refused(tiny_flags(str(self.out)), "--output_dir .* is not empty")
+
+    def test_missing_columns(self):
+        bad = self.write_jsonl("train.jsonl", [{"text": "a b", "label": 0}] * 3)
+        self.assert_refused(tiny_flags(str(self.out), data_dir=None, train_file=bad, validation_file=bad),
+                            r"--train_file .*train.jsonl lacks column\(s\) sentence1, sentence2 of task glue/rte")
+
+    def test_label_not_in_the_registry(self):
+        rows = [{"sentence1": "a", "sentence2": "b", "label": "entailment"}, {"sentence1": "a", "sentence2": "b",
+                                                                             "label": "maybe"}]
+        bad = self.write_jsonl("train.jsonl", rows)
+        self.assert_refused(tiny_flags(str(self.out), data_dir=None, train_file=bad, validation_file=bad),
+                            "train.jsonl line 2: label 'maybe' is not one of task glue/rte's labels: 0 "
+                            r"\(entailment\), 1 \(not_entailment\)")
+
+    def test_empty_split(self):
+        header_only = self.dir / "dev.tsv"
+        header_only.write_text("index\tsentence1\tsentence2\tlabel\n")
+        self.assert_refused(tiny_flags(str(self.out), data_dir=None, train_file=str(require("glue/RTE/train.tsv")),
+                                       validation_file=str(header_only)),
+                            "dev.tsv: the validation split of glue/rte has no usable rows")
+
+    def test_unlabeled_test_file_used_for_evaluation(self):
+        self.assert_refused(tiny_flags(str(self.out), data_dir=None, train_file=str(require("glue/RTE/train.tsv")),
+                                       validation_file=str(require("glue/RTE/test.tsv"))),
+                            "--validation_file .*test.tsv has no label column 'label' .*--test_file with --do_predict")
+
+    def test_eval_split_missing_from_local_files(self):
+        self.assert_refused(tiny_flags(str(self.out), data_dir=None, train_file=str(require("glue/RTE/train.tsv"))),
+                            "--do_eval needs --validation_file")
+
+    def test_model_folder_that_is_not_seq2seq(self):
+        gpt2 = self.dir / "gpt2"
+        GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(gpt2)
+        self.assert_refused(tiny_flags(str(self.out), model_name_or_path=str(gpt2), model_size=None),
+                            "--model_name_or_path .*gpt2 is a gpt2 model, not an encoder-decoder")
+
+    def test_command_line_exit_code_and_one_line_error(self):
+        result = subprocess.run([sys.executable, str(REPO / "fine_tune_t5.py"), "--benchmark", "glue",
+                                 "--dataset_name", "cola2", "--output_dir", str(self.out),
+                                 "--tokenizer_name_or_path", str(require("t5_spiece"))],
+                                cwd=self.dir, capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual([line for line in result.stderr.splitlines() if line.startswith("error:")],
+                         ["error: unknown task 'cola2' for --benchmark glue; did you mean 'cola'? choices: cola, "
+                          "sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli"])
+        self.assertFalse(self.out.exists())
+
+
+if __name__ == "__main__":
+    absltest.main()
