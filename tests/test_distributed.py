@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 from absl.testing import absltest, parameterized
 
+import fine_tune_t5
 import pre_train_t5
 from shared_data import require
+from test_fine_tune_t5 import tiny_flags
 from test_pre_train_t5 import tiny_run_flags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,8 +20,8 @@ VENV_BIN = Path(sys.executable).parent
 STEPS = 4
 
 
-def launch(launcher, argv, timeout=480):
-    """Runs pre_train_t5.py under a launcher with 2 CPU processes; returns the completed process."""
+def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
+    """Runs an entry script under a launcher with 2 CPU processes; returns the completed process."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT="29517")
     commands = {
         "torchrun": [str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", "29517"],
@@ -29,7 +31,7 @@ def launch(launcher, argv, timeout=480):
                        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                        "--main_process_port", "29517"],
     }
-    result = subprocess.run([*commands[launcher], str(REPO / "pre_train_t5.py"), *argv], cwd=REPO, env=env,
+    result = subprocess.run([*commands[launcher], str(REPO / script), *argv], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise AssertionError(f"{launcher} failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -71,6 +73,25 @@ class TwoProcessEquivalenceTest(parameterized.TestCase):
         out, argv = self.two_process_flags(Path(config).stem, deepspeed=str(REPO / config))
         launch("torchrun", argv)
         np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
+
+
+class FineTuneTwoProcessTest(absltest.TestCase):
+
+    def test_ddp_fine_tuning_matches_one_process(self):
+        """SST-2's label words are both 2 tokens with EOS, so the mean of per-process mean losses equals the mean
+        over the global batch exactly (with targets of different lengths DDP weighs each process equally, as
+        plain PyTorch DDP does). Random batches: length buckets are cut per device, so they differ by design."""
+        work = Path(self.create_tempdir().full_path)
+
+        def run_flags(out, batch):
+            return tiny_flags(str(work / out), dataset_name="sst2", data_dir=[str(require("glue/SST-2"))],
+                              per_device_train_batch_size=batch, train_sampling_strategy="random",
+                              eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
+                              do_eval=False, ddp_find_unused_parameters=False)
+
+        fine_tune_t5.main(run_flags("single", 4))
+        launch("torchrun", run_flags("ddp", 2), script="fine_tune_t5.py")
+        np.testing.assert_allclose(losses(work / "ddp"), losses(work / "single"), rtol=1e-4)
 
 
 if __name__ == "__main__":
