@@ -28,4 +28,5 @@ quickstart: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/collator.py
+	$(OFFLINE) $(PY) bench/padding.py
 	$(OFFLINE) $(PY) bench/pretrain_throughput.py
