@@ -9,8 +9,9 @@ import math
 import sys
 
 import numpy as np
-from transformers import Seq2SeqTrainer, TrainerCallback, set_seed
+from transformers import TrainerCallback, set_seed
 
+import checkpointing
 import data
 import eval_log
 import flags
@@ -91,12 +92,14 @@ def main(argv=None):
     if training_args.should_save:
         output_dir.write_resolved_config(training_args.output_dir, resolved)
     tokens_per_step = run_logging.global_batch_size(training_args) * (span_args.input_length + target_length)
-    trainer = Seq2SeqTrainer(
+    # SafeSeq2SeqTrainer: atomic checkpoints with a manifest, --nan_policy, save-and-exit on SIGTERM/SIGUSR1.
+    trainer = checkpointing.SafeSeq2SeqTrainer(
         model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
         data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
         preprocess_logits_for_metrics=predicted_token_ids,
         optimizers=(param_groups.create_optimizer(model, training_args), None),
-        callbacks=[run_logging.ThroughputCallback(tokens_per_step), eval_log.EvalLogCallback()])
+        callbacks=[run_logging.ThroughputCallback(tokens_per_step), eval_log.EvalLogCallback(),
+                   CollatorEpochCallback(collator)])
 
     # 9. Train, evaluate, write outputs (rank 0 only writes).
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
