@@ -15,6 +15,7 @@ import sys
 
 from transformers import set_seed
 
+import eval_log
 import fine_tune_data
 import flags
 import modeling
@@ -150,7 +151,8 @@ def main(argv=None):
         model=model, args=training_args, train_dataset=train_dataset, eval_splits=splits["eval"],
         data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
         optimizers=(param_groups.create_optimizer(model, training_args), None),
-        callbacks=[run_logging.ThroughputCallback(tokens_per_step)])
+        callbacks=[run_logging.ThroughputCallback(tokens_per_step), run_logging.WandbConfigCallback(resolved),
+                   eval_log.EvalLogCallback()])
 
     # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes).
     results = {}

@@ -140,10 +140,20 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         "help": "Per-parameter-group learning rates, 'REGEX=LR' items matched against parameter names in order, "
                 "first match wins: --param_group_lr 'lm_head|shared=1e-3' '.*=1e-4' (or one comma-separated "
                 "string, or a YAML list). Every parameter must match some item; each item must match something."})
+    nan_policy: str = field(default="stop", metadata={
+        "help": "What a NaN/inf training loss does: stop (default; raise naming the step, before the update is "
+                "applied, so the last checkpoint stays the last good state) or skip (drop that optimizer step's "
+                "update, count it in the logs as skipped_nonfinite_steps; not with --deepspeed). "
+                "See checkpointing.py."})
 
     def __post_init__(self):
         if not self.output_dir:
             raise UsageError("--output_dir is required (where config.yaml, metrics.json and the model go)")
+        if self.hub_token:
+            raise UsageError("--hub_token would be recorded with the run (W&B stores the command line, Trainer "
+                             "pickles its arguments); set the HF_TOKEN environment variable instead")
+        if isinstance(self.report_to, str) and "," in self.report_to:
+            self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
         self.bf16 = check_precision(self.bf16, self.fp16, self.use_cpu)
         launch_checks.check_launch_configs(self)
         super().__post_init__()

@@ -65,3 +65,16 @@ class ThroughputCallback(TrainerCallback):
             if state.log_history and state.log_history[-1].get("step") == state.global_step:
                 state.log_history[-1]["tokens_per_second"] = rate
         self.last_time, self.last_step = now, state.global_step
+
+
+class WandbConfigCallback(TrainerCallback):
+    """Puts every resolved flag (ours too, not only HF's) into the W&B run config; HF's WandbCallback logs only
+    the TrainingArguments. resolved_flags never holds secrets (flags.UNSAVED_KEYS)."""
+
+    def __init__(self, resolved):
+        self.resolved = resolved
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        run = getattr(sys.modules.get("wandb"), "run", None)
+        if run is not None and state.is_world_process_zero:
+            run.config.update({"flags": self.resolved}, allow_val_change=True)
