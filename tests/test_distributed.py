@@ -27,6 +27,8 @@ def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
         "torchrun": [str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", "29517"],
         # `accelerate launch --cpu --num_processes 2` silently starts one process; --multi_gpu starts two,
         # and --use_cpu true in our flags keeps them on the CPU (gloo).
+        # DeepSpeed's own launcher runs on CPU too (it passes --local_rank=N, which our flags accept).
+        "deepspeed": [str(VENV_BIN / "deepspeed"), "--num_gpus", "2", "--master_port", "29517"],
         "accelerate": [str(VENV_BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
                        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                        "--main_process_port", "29517"],
@@ -68,10 +70,12 @@ class TwoProcessEquivalenceTest(parameterized.TestCase):
         self.assertIn("global batch 4 = 2 per device x 1 accumulation x 2 processes", result.stdout)
         np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-4)
 
-    @parameterized.named_parameters(("zero2", "zero_stage2_config.json"), ("zero3", "zero_stage3_config.json"))
-    def test_deepspeed_matches_one_process(self, config):
-        out, argv = self.two_process_flags(Path(config).stem, deepspeed=str(REPO / config))
-        launch("torchrun", argv)
+    @parameterized.named_parameters(("zero2_torchrun", "zero_stage2_config.json", "torchrun"),
+                                    ("zero3_torchrun", "zero_stage3_config.json", "torchrun"),
+                                    ("zero2_deepspeed_launcher", "zero_stage2_config.json", "deepspeed"))
+    def test_deepspeed_matches_one_process(self, config, launcher):
+        out, argv = self.two_process_flags(f"{Path(config).stem}_{launcher}", deepspeed=str(REPO / config))
+        launch(launcher, argv)
         np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
 
 
