@@ -29,6 +29,10 @@ def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
         # and --use_cpu true in our flags keeps them on the CPU (gloo).
         # DeepSpeed's own launcher runs on CPU too (it passes --local_rank=N, which our flags accept).
         "deepspeed": [str(VENV_BIN / "deepspeed"), "--num_gpus", "2", "--master_port", "29517"],
+        # accelerate with a DeepSpeed config: the JSON comes from the launcher, not from --deepspeed.
+        "accelerate_zero2": [str(VENV_BIN / "accelerate"), "launch", "--use_deepspeed", "--deepspeed_config_file",
+                             str(REPO / "zero_stage2_config.json"), "--num_processes", "2", "--num_machines", "1",
+                             "--main_process_port", "29517"],
         "accelerate": [str(VENV_BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
                        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                        "--main_process_port", "29517"],
@@ -76,6 +80,12 @@ class TwoProcessEquivalenceTest(parameterized.TestCase):
     def test_deepspeed_matches_one_process(self, config, launcher):
         out, argv = self.two_process_flags(f"{Path(config).stem}_{launcher}", deepspeed=str(REPO / config))
         launch(launcher, argv)
+        np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
+
+    def test_accelerate_with_deepspeed_config_matches_one_process(self):
+        out, argv = self.two_process_flags("accelerate_zero2")
+        result = launch("accelerate_zero2", argv)
+        self.assertIn("process rank 1 of 2", result.stdout + result.stderr)
         np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
 
 
