@@ -7,8 +7,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from transformers.trainer_utils import get_last_checkpoint
 
+import checkpoint_manifest
 from flags import UsageError
 
 logger = logging.getLogger(__name__)
@@ -30,17 +30,10 @@ def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
 
 
 def resolve_checkpoint(output_dir, resume_from_checkpoint):
-    """Maps --resume_from_checkpoint (None, 'auto' or a path) to a checkpoint folder or None."""
-    if resume_from_checkpoint in (None, "", "false", "False"):
-        return None
-    if resume_from_checkpoint == "auto":
-        last = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
-        logger.info("--resume_from_checkpoint auto: %s", last or "no checkpoint yet, starting from scratch")
-        return last
-    if not Path(resume_from_checkpoint).is_dir():
-        raise UsageError(f"--resume_from_checkpoint {resume_from_checkpoint} is not a checkpoint folder; "
-                         "pass 'auto' or a path like OUTPUT_DIR/checkpoint-500")
-    return resume_from_checkpoint
+    """Maps --resume_from_checkpoint (None, 'auto' or a path) to a checkpoint folder or None. Only complete
+    checkpoints (manifest.json present and matching) count: 'auto' skips broken ones with a warning, an explicit
+    broken path is a UsageError."""
+    return checkpoint_manifest.resolve_checkpoint(output_dir, resume_from_checkpoint)
 
 
 @contextmanager

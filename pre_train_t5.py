@@ -98,8 +98,8 @@ def main(argv=None):
         data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
         preprocess_logits_for_metrics=predicted_token_ids,
         optimizers=(param_groups.create_optimizer(model, training_args), None),
-        callbacks=[run_logging.ThroughputCallback(tokens_per_step), eval_log.EvalLogCallback(),
-                   CollatorEpochCallback(collator)])
+        callbacks=[run_logging.ThroughputCallback(tokens_per_step), run_logging.WandbConfigCallback(resolved),
+                   eval_log.EvalLogCallback(), CollatorEpochCallback(collator)])
 
     # 9. Train, evaluate, write outputs (rank 0 only writes).
     train_result = trainer.train(resume_from_checkpoint=checkpoint)

@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import Sampler, SequentialSampler
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
+from checkpointing import SafeCheckpointMixin
 from constants import GLUE_SCORE_METRICS
 from metrics import compute_task_metrics, glue_average, rank_label_words, score_label_words
 
@@ -43,7 +44,8 @@ def uses_rank_scoring(label_scoring, task_vals) -> bool:
 def length_bucket_indices(input_lengths, target_lengths, batch_size, generator=None) -> list:
     """Row indices in batches of batch_size rows of (near-)equal input and target length: the longest batch
     first, the shortest (the only partial one, so that the DataLoader's cuts fall between our batches) last, the
-    others in random order. Randomness comes from torch (seeded by set_seed, the same on every rank)."""
+    others in random order. Randomness comes from `generator` (seeded from --seed and the epoch, the same on every
+    rank)."""
     input_lengths, target_lengths = np.asarray(input_lengths), np.asarray(target_lengths)
     shuffled = torch.randperm(len(input_lengths), generator=generator).numpy()
     ascending = np.lexsort((target_lengths[shuffled], input_lengths[shuffled]))  # stable: ties stay in random order
@@ -55,17 +57,22 @@ def length_bucket_indices(input_lengths, target_lengths, batch_size, generator=N
 
 
 class LengthBucketSampler(Sampler):
-    """Draws a new length_bucket_indices order each epoch."""
+    """Draws a new length_bucket_indices order each epoch from (seed, epoch) alone, so a resumed run (Trainer calls
+    set_epoch, then skips the consumed batches) replays exactly the order the interrupted epoch used."""
 
-    def __init__(self, input_lengths, target_lengths, batch_size, generator=None):
+    def __init__(self, input_lengths, target_lengths, batch_size, seed):
         self.input_lengths, self.target_lengths = input_lengths, target_lengths
-        self.batch_size, self.generator = batch_size, generator
+        self.batch_size, self.seed, self.epoch = batch_size, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
 
     def __len__(self):
         return len(self.input_lengths)
 
     def __iter__(self):
-        yield from length_bucket_indices(self.input_lengths, self.target_lengths, self.batch_size, self.generator)
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        yield from length_bucket_indices(self.input_lengths, self.target_lengths, self.batch_size, generator)
 
 
 def row_lengths(dataset, column) -> list:
@@ -84,7 +91,7 @@ class TaskCollator(DataCollatorForSeq2Seq):
         return batch
 
 
-class TaskTrainer(Seq2SeqTrainer):
+class TaskTrainer(SafeCheckpointMixin, Seq2SeqTrainer):  # the mixin first: atomic checkpoints, --nan_policy
 
     def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
         self.eval_splits = list(eval_splits)
@@ -97,8 +104,9 @@ class TaskTrainer(Seq2SeqTrainer):
         if self.args.train_sampling_strategy != LENGTH_BUCKETS:
             return super()._get_train_sampler(train_dataset)
         dataset = self.train_dataset if train_dataset is None else train_dataset
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         return LengthBucketSampler(row_lengths(dataset, "input_ids"), row_lengths(dataset, "labels"),
-                                   self.args.train_batch_size)
+                                   self.args.train_batch_size, seed)
 
     def _get_eval_sampler(self, eval_dataset):
         # Trainer length-groups evaluation too under group_by_length; predictions must stay in file order.

@@ -1,0 +1,64 @@
+"""Clean pre-emption: on SIGTERM or SIGUSR1 (what SLURM sends before it kills or requeues a job, e.g. with
+`#SBATCH --signal=B:USR1@300`), save a checkpoint at the next optimizer-step boundary and exit with
+PREEMPTED_EXIT_CODE, so the job can be requeued and resumed with `--resume_from_checkpoint auto`.
+
+The handler only sets a flag: saving inside a signal handler could interrupt a half-done optimizer step or a
+save in progress. Signals that arrive before training starts (data loading) or after it ends keep their usual
+meaning (terminate).
+"""
+import logging
+import signal
+import threading
+
+import torch
+from transformers import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+PREEMPTED_EXIT_CODE = 0  # a clean stop: the checkpoint is committed; the sbatch trap decides to requeue
+
+
+class PreemptionCallback(TrainerCallback):
+    """Turns a pre-emption signal into: save at the end of this step, stop training, exit PREEMPTED_EXIT_CODE."""
+
+    def __init__(self):
+        self.received = None  # the signal number, once one arrived
+        self.stopping = False
+        self.previous_handlers = {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            return  # Python only lets the main thread install handlers
+        for signum in PREEMPTION_SIGNALS:
+            self.previous_handlers[signum] = signal.signal(signum, self.note_signal)
+
+    def note_signal(self, signum, frame):
+        self.received = signum
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.any_process_received(args):
+            logger.warning("received %s: saving checkpoint-%d and stopping (resume with --resume_from_checkpoint "
+                           "auto)", signal.Signals(self.received or signal.SIGTERM).name, state.global_step)
+            control.should_save = True
+            control.should_training_stop = True
+            self.stopping = True
+
+    def any_process_received(self, args):
+        """All processes must stop at the same step (the save is collective): one all-reduce of a flag per step."""
+        flag = self.received is not None
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            tensor = torch.tensor([float(flag)], device=args.device)
+            torch.distributed.all_reduce(tensor)
+            flag = tensor.item() > 0
+        return flag
+
+    def on_train_end(self, args, state, control, **kwargs):
+        for signum, handler in self.previous_handlers.items():
+            signal.signal(signum, handler)
+        self.previous_handlers = {}
+        if self.stopping:
+            # Skip the entry script's final save/evaluate: the job has minutes left and the run is not finished.
+            logger.warning("pre-empted at step %d; checkpoint saved, exiting with code %d", state.global_step,
+                           PREEMPTED_EXIT_CODE)
+            raise SystemExit(PREEMPTED_EXIT_CODE)

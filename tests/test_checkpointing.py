@@ -1,0 +1,198 @@
+"""checkpointing.py, checkpoint_manifest.py, signals.py: broken checkpoints are skipped or refused, rotation keeps
+the best and the resumed-from checkpoint, NaN losses stop or are skipped, SIGTERM/SIGUSR1 save and exit cleanly."""
+import functools
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import types
+from pathlib import Path
+from unittest import mock
+
+import torch
+from absl.testing import absltest, parameterized
+from safetensors.torch import load_file
+from transformers import T5ForConditionalGeneration
+
+import checkpoint_manifest
+import checkpointing
+import pre_train_t5
+from flags import UsageError
+from shared_data import require
+from test_pre_train_t5 import snapshot, tiny_run_flags
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class OneThreadTestCase(parameterized.TestCase):
+    """In-process tiny runs: one torch thread, as two threads on a shared 2-core machine run ~10x slower."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.addCleanup(torch.set_num_threads, threads)
+
+    def run_flags(self, out, **overrides):
+        return tiny_run_flags(str(out), self.corpus, **{"max_steps": 4, "save_strategy": "steps", "save_steps": 2,
+                                                        **overrides})
+
+
+class BrokenCheckpointTest(OneThreadTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.template = Path(absltest.get_default_test_tmpdir()) / "checkpointing_template"
+        shutil.rmtree(cls.template, ignore_errors=True)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:  # one real run with checkpoint-2 and checkpoint-4, copied by each test
+            pre_train_t5.main(tiny_run_flags(str(cls.template), cls.corpus, max_steps=4, save_strategy="steps",
+                                             save_steps=2))
+        finally:
+            torch.set_num_threads(threads)
+
+    def setUp(self):
+        super().setUp()
+        self.out = self.dir / "run"
+        shutil.copytree(self.template, self.out)
+
+    def test_complete_checkpoints_have_a_manifest_and_nothing_is_left_staged(self):
+        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(self.out)],
+                         ["checkpoint-2", "checkpoint-4"])
+        for folder in checkpoint_manifest.list_checkpoints(self.out):
+            self.assertIsNone(checkpoint_manifest.find_problem(folder))
+            self.assertTrue((folder / "model.safetensors").is_file())
+            self.assertEmpty(list(folder.glob("pytorch_model*.bin")))  # weights as safetensors only
+        self.assertFalse((self.out / checkpointing.STAGING_DIR).exists())
+
+    @parameterized.named_parameters(
+        ("flipped_byte", "model.safetensors", "flip", "model.safetensors does not match its sha256"),
+        ("truncated", "optimizer.pt", "truncate", "optimizer.pt has .* bytes, the manifest says"),
+        ("missing_file", "scheduler.pt", "delete", "scheduler.pt is missing"),
+        ("missing_manifest", "manifest.json", "delete", "no manifest.json"),
+    )
+    def test_auto_skips_a_broken_latest_checkpoint_with_a_warning(self, name, damage, reason):
+        damage_file(self.out / "checkpoint-4" / name, damage)
+        with self.assertLogs(checkpoint_manifest.logger, logging.WARNING) as logs:
+            chosen = checkpoint_manifest.resolve_checkpoint(str(self.out), "auto")
+        self.assertEqual(Path(chosen).name, "checkpoint-2")
+        self.assertRegex(logs.output[0], f"skipping checkpoint {self.out / 'checkpoint-4'}: {reason}")
+
+    def test_an_explicit_broken_path_is_refused_and_nothing_is_written(self):
+        damage_file(self.out / "checkpoint-4" / "model.safetensors", "flip")
+        before = snapshot(self.out)
+        with self.assertRaisesRegex(UsageError, "checkpoint-4 is not a complete checkpoint: model.safetensors"):
+            pre_train_t5.main(self.run_flags(self.out, resume_from_checkpoint=str(self.out / "checkpoint-4")))
+        self.assertEqual(snapshot(self.out), before)
+
+    def test_rotation_keeps_the_new_best_and_resumed_from_checkpoints(self):
+        for step in (2, 4, 6, 8, 10):
+            (self.dir / f"checkpoint-{step}").mkdir()
+        best, resumed = str(self.dir / "checkpoint-4"), str(self.dir / "checkpoint-6")
+        trainer = types.SimpleNamespace(args=types.SimpleNamespace(save_total_limit=2), resumed_from=resumed,
+                                        state=types.SimpleNamespace(best_model_checkpoint=best))
+        checkpointing.SafeCheckpointMixin.rotate(trainer, self.dir, self.dir / "checkpoint-10")
+        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(self.dir)],
+                         ["checkpoint-4", "checkpoint-6", "checkpoint-10"])
+
+
+def nan_loss_at(call):
+    """Patches T5's forward so that the `call`-th training forward returns a NaN loss (test-only fault)."""
+    original = T5ForConditionalGeneration.forward
+    calls = []
+
+    @functools.wraps(original)  # the Trainer reads forward's signature to pick dataset columns
+    def forward(model, *args, **kwargs):
+        output = original(model, *args, **kwargs)
+        if model.training:
+            calls.append(None)
+            if len(calls) == call:
+                output.loss = output.loss * float("nan")
+        return output
+    return mock.patch.object(T5ForConditionalGeneration, "forward", forward)
+
+
+class NonFiniteLossTest(OneThreadTestCase):
+
+    def test_stop_names_the_step_and_keeps_the_last_good_checkpoint(self):
+        out = self.dir / "run"
+        with nan_loss_at(3), self.assertRaisesRegex(
+                checkpointing.NonFiniteLossError, r"non-finite loss \(nan\) at step 3; .* last good checkpoint is "
+                                                  rf"{out / 'checkpoint-2'}"):
+            pre_train_t5.main(self.run_flags(out, max_steps=6))
+        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], ["checkpoint-2"])
+        self.assertIsNone(checkpoint_manifest.find_problem(out / "checkpoint-2"))
+        self.assertFalse((out / "model.safetensors").exists())
+
+    def test_skip_leaves_the_weights_untouched_and_counts_the_skip(self):
+        out = self.dir / "run"
+        with nan_loss_at(3):
+            pre_train_t5.main(self.run_flags(out, save_steps=1, nan_policy="skip"))
+        step2, step3, step4 = (load_file(out / f"checkpoint-{n}" / "model.safetensors") for n in (2, 3, 4))
+        for name, tensor in step2.items():
+            self.assertTrue(step3[name].equal(tensor), f"{name} changed in the skipped step")
+        self.assertFalse(all(step4[name].equal(tensor) for name, tensor in step2.items()))
+        logs = load_log_history(out)
+        self.assertEqual([entry["skipped_nonfinite_steps"] for entry in logs], [0, 0, 1, 1])
+        self.assertTrue(all(torch.isfinite(t).all() for t in step4.values()))
+
+    def test_an_unknown_policy_is_refused(self):
+        with self.assertRaisesRegex(UsageError, "--nan_policy='ignore'; choices: stop, skip"):
+            pre_train_t5.main(self.run_flags(self.dir / "run", nan_policy="ignore"))
+
+
+def load_log_history(out):
+    history = json.loads((out / "metrics.json").read_text())["log_history"]
+    return [entry for entry in history if "loss" in entry]
+
+
+def damage_file(path, how):
+    if how == "delete":
+        path.unlink()
+    elif how == "truncate":
+        path.write_bytes(path.read_bytes()[:-100])
+    else:  # flip one byte in the middle: same size, different hash
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+
+class PreemptionSignalTest(OneThreadTestCase):
+
+    @parameterized.parameters("SIGTERM", "SIGUSR1")
+    def test_signal_saves_a_checkpoint_and_exits_zero(self, name):
+        out = self.dir / "run"
+        argv = self.run_flags(out, max_steps=500, save_strategy="no")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+        process = subprocess.Popen([sys.executable, str(REPO / "pre_train_t5.py"), *argv], cwd=REPO, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in process.stdout:  # the first logged step: training is under way
+            lines.append(line)
+            if line.startswith("{'loss'"):
+                process.send_signal(getattr(signal, name))
+                break
+        lines += process.stdout.readlines()
+        self.assertEqual(process.wait(timeout=300), 0, "".join(lines[-30:]))
+        log = "".join(lines)
+        self.assertIn(f"received {name}: saving checkpoint-", log)
+        checkpoints = checkpoint_manifest.list_checkpoints(out)
+        self.assertLen(checkpoints, 1)
+        self.assertLess(checkpoint_manifest.checkpoint_step(checkpoints[0]), 500)
+        self.assertIsNone(checkpoint_manifest.find_problem(checkpoints[0]))
+        self.assertFalse((out / "model.safetensors").exists())  # stopped, not finished: no final model
+
+
+if __name__ == "__main__":
+    absltest.main()
