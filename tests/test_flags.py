@@ -127,12 +127,16 @@ class FlagsTest(parameterized.TestCase):
         self.assertEqual(resolved_again, resolved)
 
     def test_secrets_and_launcher_keys_are_not_saved(self):
+        import argparse
         from run_flags import T5TrainingArguments
-        _, resolved = flags.parse_flags((T5TrainingArguments,), ["--output_dir", str(self.dir), "--hub_token",
-                                                                 "hf_secret123", "--local_rank=0", "--use_cpu", "1"])
-        self.assertNotIn("hub_token", resolved)
+        _, resolved = flags.parse_flags((T5TrainingArguments,), ["--output_dir", str(self.dir), "--local_rank=0",
+                                                                 "--use_cpu", "1"])
         self.assertNotIn("local_rank", resolved)
-        self.assertNotIn("hf_secret123", yaml.safe_dump(resolved))
+        self.assertIn("output_dir", resolved)
+        saved = flags.resolved_flags(argparse.Namespace(hub_token="hf_secret123", learning_rate=0.1))
+        self.assertEqual(saved, {"learning_rate": 0.1})
+        with self.assertRaisesRegex(UsageError, "--hub_token would be recorded with the run"):
+            flags.parse_flags((T5TrainingArguments,), ["--output_dir", str(self.dir), "--hub_token", "hf_x"])
 
     def test_run_cli_turns_usage_error_into_exit_2(self):
         def bad_main():
