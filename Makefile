@@ -29,4 +29,5 @@ quickstart: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/collator.py
 	$(OFFLINE) $(PY) bench/padding.py
-	$(OFFLINE) $(PY) bench/pretrain_throughput.py
+	$(OFFLINE) $(PY) bench/pretrain_throughput.py --threads 1
+	$(OFFLINE) $(PY) bench/resume.py

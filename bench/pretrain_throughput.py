@@ -1,0 +1,316 @@
+"""Tokens/s of a pre_train_t5 training step (Seq2SeqTrainer) vs a bare PyTorch loop, and FLOP/s vs matmul peak.
+
+    .venv/bin/python bench/pretrain_throughput.py                          # cpu, t5-small, batch 4, fp32 (+ bf16)
+    .venv/bin/python bench/pretrain_throughput.py --dtype bf16 --batch_size 1 --burn_in 1 --steps 1
+    python bench/pretrain_throughput.py --device cuda --model_size t5-base --dtype bf16 --batch_size 64
+
+Both arms train the same model (modeling.build_model from a --model_size preset, built after the same seed) on the
+same batches: (burn_in + steps) x batch_size random windows of tokens_length ids from a fixed seed, corrupted by
+DataCollatorForT5SpanCorruption with the same seed. Only the collator needs the real tokenizer (its sentinels):
+../shared/data/t5_spiece, or $T5_SHARED_DATA/t5_spiece; without it the bench prints what is missing and exits.
+
+- trainer: Seq2SeqTrainer with T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused,
+  max_grad_norm 1.0 and the linear schedule), --bf16 and --torch_compile set from our flags, and the collator
+  running live in the loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop gets.
+  A callback reads the clock at on_step_end of step burn_in and of every later step, so each timed span is one
+  whole iteration of Trainer's loop: fetching and collating the batch, forward/backward, clipping, optimizer,
+  scheduler, callbacks and the per-step nan check.
+- bare loop: the batches collated once up front; per step: copy to the device, autocast(bf16) forward,
+  backward, clip_grad_norm_ (Trainer clips at max_grad_norm by default, so the two arms do the same math),
+  optimizer.step(), scheduler.step(), zero_grad(). Optimizer class and kwargs come from
+  Trainer.get_optimizer_cls_and_kwargs, so it is the optimizer the trainer arm builds (in one parameter group
+  instead of Trainer's decay/no-decay two; weight decay is 0 by default, so the math is the same).
+
+Every clock reading sits behind torch.cuda.synchronize() on CUDA. Tokens/s (encoder + decoder tokens) come from the
+fastest timed step of each arm and medians are printed beside them: on a shared CPU machine other processes slow
+some steps down, and such a step says nothing about either arm (bench/collator.py keeps the best for the same
+reason); on a GPU best and median agree to a few percent. Mean losses of the two arms are printed side by side: equal
+losses show equal model, batches and optimizer. FLOPs per step are counted exactly, once, by
+torch.utils.flop_counter.FlopCounterMode over one forward+backward of the model on the meta device (matmuls only:
+mm/bmm/addmm/attention, the MFU convention; optimizer and elementwise work are not counted). It is below the
+6 x parameters x tokens rule (0.425 vs 0.662 TFLOP for t5-small, batch 4) because encoder weights see only the
+512 input tokens and decoder weights only the 114 targets. The peak is the fastest of a few square matmuls at the
+arm's dtype, measured in the same run, before and after the arms. Timings are printed, never asserted.
+
+On CPU: torch's bf16 GEMM needs AVX512-BF16 or AMX; without them (this AVX2 machine) bf16 matmuls run 5-10x slower
+than fp32 ones and an autocast step ~40x slower, so --dtype both skips bf16 there and says so. With 2 threads on
+2 cores, a step slows 2-4x whenever another process takes a core (OpenMP threads wait on each other); --threads 1
+degrades gracefully, so on a busy machine compare arms at --threads 1. The load average is printed for this reason.
+"""
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):  # before transformers is imported
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from transformers import (  # noqa: E402
+    PrinterCallback, Seq2SeqTrainer, T5ForConditionalGeneration, TrainerCallback, get_scheduler, set_seed)
+
+import modeling  # noqa: E402
+from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
+from run_flags import ModelArguments, SpanCorruptionArguments, T5TrainingArguments  # noqa: E402
+
+SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# Square matmul for the peak: big enough to reach the BLAS/cuBLAS plateau, small enough to time in seconds.
+MATMUL_PEAK_SIZE = {"cpu": 2048, "cuda": 8192}
+MATMUL_PEAK_SECONDS = 2.0  # time products for at least this long per dtype (warm-up included), keep the fastest
+MATMUL_PEAK_MIN_REPEATS = 3
+# Dense (no sparsity) bf16 tensor-core peak from NVIDIA's datasheets (SXM parts), TFLOP/s.
+SPEC_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--model_size", default="t5-small", help="a key of constants.MODEL_SIZE_PRESETS")
+    parser.add_argument("--batch_size", type=int, default=4, help="examples per step (per_device_train_batch_size)")
+    parser.add_argument("--input_length", type=int, default=512, help="encoder tokens; targets follow (512 -> 114)")
+    parser.add_argument("--burn_in", type=int, default=2, help="untimed steps per arm (>= 1; compile happens here)")
+    parser.add_argument("--steps", type=int, default=4, help="timed steps per arm")
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "both"), default="both",
+                        help="bf16 = autocast (Trainer's --bf16). 'both' skips bf16, saying so, where bf16 matmuls "
+                             "are slower than fp32 ones (CPUs without AVX512-BF16/AMX); --dtype bf16 forces it")
+    parser.add_argument("--compile", action="store_true", help="torch.compile both arms (Trainer's --torch_compile)")
+    parser.add_argument("--tf32", action="store_true",
+                        help="CUDA: TF32 for fp32 matmuls in both arms (Trainer's --tf32), incl. those autocast leaves")
+    parser.add_argument("--attn_implementation", choices=("sdpa", "eager"), default=None,
+                        help="T5 attention kernel; default: what modeling.build_model gives (sdpa in transformers 5)")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU (default: torch's)")
+    parser.add_argument("--dataloader_num_workers", type=int, default=0,
+                        help="Trainer's loader workers; > 0 moves collation off the clock but draws other masks")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    if args.burn_in < 1 or args.steps < 1:
+        parser.error(f"--burn_in={args.burn_in} and --steps={args.steps} must be >= 1: the clock starts at the end "
+                     "of the last burn-in step")
+    if args.tf32 and args.device != "cuda":
+        parser.error("--tf32 needs --device cuda (TF32 is an NVIDIA tensor-core format)")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but torch.cuda.is_available() is False; use --device cpu")
+    return args
+
+
+def synchronize(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def device_name(device):
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    threads = torch.get_num_threads()
+    return f"cpu, {threads} thread{'s' if threads > 1 else ''} on {os.cpu_count()} cores"
+
+
+def measure_matmul_peak(device, dtype, size):
+    """FLOP/s of the fastest square (size x size) product at `dtype`, after one warm-up product.
+
+    The product is F.linear(x, w) = x @ w.T, the layout of every nn.Linear: on CPUs without bf16 instructions
+    torch's fallback bf16 GEMM runs x @ w.T tens of times faster than x @ w, so a plain `a @ b` would understate
+    the peak the model can reach."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    w = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    synchronize(device)
+    start = time.perf_counter()
+    torch.nn.functional.linear(x, w)
+    synchronize(device)
+    seconds = [time.perf_counter() - start]
+    while sum(seconds) < MATMUL_PEAK_SECONDS or len(seconds) < MATMUL_PEAK_MIN_REPEATS:
+        start = time.perf_counter()
+        torch.nn.functional.linear(x, w)
+        synchronize(device)
+        seconds.append(time.perf_counter() - start)
+    return 2 * size ** 3 / min(seconds[1:])
+
+
+def count_step_flops(config, batch_size, input_length, target_length):
+    """Matmul FLOPs of one forward+backward, counted on the meta device (no memory, no compute)."""
+    with torch.device("meta"):
+        model = T5ForConditionalGeneration(config)
+        batch = {"input_ids": torch.zeros(batch_size, input_length, dtype=torch.long),
+                 "decoder_input_ids": torch.zeros(batch_size, target_length, dtype=torch.long),
+                 "labels": torch.zeros(batch_size, target_length, dtype=torch.long)}
+    with FlopCounterMode(display=False) as counter:
+        model(**batch).loss.backward()
+    return counter.get_total_flops()
+
+
+def make_windows(num_windows, tokens_length, vocab_size, seed):
+    """Random token windows (the collator's input), from a fixed seed: token values do not change the cost."""
+    ids = np.random.default_rng(seed).integers(0, vocab_size, size=(num_windows, tokens_length), dtype=np.int64)
+    return [{"input_ids": row} for row in ids]
+
+
+def make_collator(tokenizer, span_args, target_length, seed):
+    return DataCollatorForT5SpanCorruption(
+        tokenizer, noise_density=span_args.noise_density, mean_noise_span_length=span_args.mean_noise_span_length,
+        input_length=span_args.input_length, target_length=target_length, seed=seed)
+
+
+def make_training_args(args, output_dir, dtype_name):
+    """T5TrainingArguments at their defaults except what this bench sets: batch, steps, precision, compile."""
+    extra = {}
+    if "train_sampling_strategy" in T5TrainingArguments.__dataclass_fields__:  # absent from transformers 4.x
+        extra["train_sampling_strategy"] = "sequential"  # the bare loop's batch order; same cost as random
+    return T5TrainingArguments(
+        output_dir=output_dir, per_device_train_batch_size=args.batch_size, max_steps=args.burn_in + args.steps,
+        bf16=dtype_name == "bf16", tf32=args.tf32 or None, torch_compile=args.compile,
+        use_cpu=args.device == "cpu", seed=args.seed, dataloader_num_workers=args.dataloader_num_workers,
+        save_strategy="no", report_to="none", disable_tqdm=True, **extra)
+
+
+def build_model(args, tokenizer, training_args):
+    """The model pre_train_t5 trains, from the same seed each time so that both arms start equal."""
+    set_seed(training_args.seed)
+    model_args = ModelArguments(model_size=args.model_size, tokenizer_name_or_path=str(SHARED_DATA / "t5_spiece"))
+    model = modeling.build_model(model_args, tokenizer)
+    if args.attn_implementation:
+        model.set_attn_implementation(args.attn_implementation)
+    return model
+
+
+class StepClock(TrainerCallback):
+    """Clock readings at on_step_end of step `burn_in` and of every later step."""
+
+    def __init__(self, burn_in, device):
+        self.burn_in, self.device, self.times = burn_in, device, []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.burn_in:
+            synchronize(self.device)
+            self.times.append(time.perf_counter())
+
+
+def time_trainer(args, tokenizer, windows, collator, dtype_name):
+    """Seconds of each Trainer step after burn-in, and the mean training loss over all steps."""
+    with tempfile.TemporaryDirectory() as output_dir:
+        training_args = make_training_args(args, output_dir, dtype_name)
+        clock = StepClock(args.burn_in, args.device)
+        trainer = Seq2SeqTrainer(model=build_model(args, tokenizer, training_args), args=training_args,
+                                 train_dataset=windows, data_collator=collator, processing_class=tokenizer,
+                                 callbacks=[clock])
+        trainer.remove_callback(PrinterCallback)  # its end-of-train metrics dict would interleave our lines
+        result = trainer.train()
+        del trainer
+    return np.diff(clock.times), result.training_loss
+
+
+def time_bare_loop(args, tokenizer, batches, dtype_name):
+    """Seconds of each bare PyTorch step after burn-in, and the mean loss over all steps."""
+    with tempfile.TemporaryDirectory() as output_dir:
+        training_args = make_training_args(args, output_dir, dtype_name)
+    model = build_model(args, tokenizer, training_args).to(args.device)
+    optimizer_cls, optimizer_kwargs = Seq2SeqTrainer.get_optimizer_cls_and_kwargs(training_args, model)
+    optimizer = optimizer_cls(model.parameters(), **optimizer_kwargs)
+    scheduler = get_scheduler(training_args.lr_scheduler_type, optimizer, training_args.get_warmup_steps(len(batches)),
+                              len(batches))
+    step_model = torch.compile(model) if args.compile else model
+    model.train()
+    total_loss, times = torch.zeros((), device=args.device), []
+    for step, batch in enumerate(batches):
+        if step >= args.burn_in:
+            synchronize(args.device)
+            times.append(time.perf_counter())
+        batch = {key: value.to(args.device, non_blocking=True) for key, value in batch.items()}
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=dtype_name == "bf16"):
+            loss = step_model(**batch).loss
+        loss.backward()
+        if training_args.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), training_args.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        total_loss += loss.detach()
+    synchronize(args.device)
+    times.append(time.perf_counter())
+    return np.diff(times), total_loss.item() / len(batches)
+
+
+def free_memory(device):
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def format_flops(value):
+    return f"{value / 1e12:.1f} TFLOP/s" if value >= 1e12 else f"{value / 1e9:.1f} GFLOP/s"
+
+
+def run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peak, flops_per_step):
+    """Both arms at one precision; prints the summary line. The peak measured before the arms is re-measured after
+    them and the higher kept: a 2-second sample that another process slowed down would flatter the fraction."""
+    tokens_per_step = args.batch_size * (args.input_length + target_length)  # encoder + decoder tokens
+    batches_collator = make_collator(tokenizer, span_args, target_length, args.seed)
+    batches = [batches_collator(windows[i:i + args.batch_size]) for i in range(0, len(windows), args.batch_size)]
+    bare_seconds, bare_loss = time_bare_loop(args, tokenizer, batches, dtype_name)
+    free_memory(args.device)
+    trainer_seconds, trainer_loss = time_trainer(
+        args, tokenizer, windows, make_collator(tokenizer, span_args, target_length, args.seed), dtype_name)
+    free_memory(args.device)
+    peak = max(peak, measure_matmul_peak(args.device, DTYPES[dtype_name], MATMUL_PEAK_SIZE[args.device]))
+    # The fastest timed step of each arm, as bench/collator.py does: other processes share a CPU machine's cores,
+    # and a step they slowed down says nothing about either arm. Medians are printed too.
+    trainer_tps, bare_tps = (tokens_per_step / min(seconds) for seconds in (trainer_seconds, bare_seconds))
+    achieved = flops_per_step / min(trainer_seconds)
+    line = (f"{args.model_size} {dtype_name} {args.device}: trainer {trainer_tps:,.0f} tok/s vs bare loop "
+            f"{bare_tps:,.0f} tok/s -> {trainer_tps / bare_tps:.2f}x | {format_flops(achieved)} = "
+            f"{100 * achieved / peak:.0f}% of {format_flops(peak)} matmul peak")
+    chip = next((chip for chip in SPEC_BF16_TFLOPS if chip in device_name(args.device)), None)
+    if args.device == "cuda" and chip and dtype_name == "bf16":
+        line += f", {100 * achieved / (SPEC_BF16_TFLOPS[chip] * 1e12):.0f}% of {SPEC_BF16_TFLOPS[chip]:.0f} " \
+                f"TFLOP/s {chip} spec"
+    line += (f" ({device_name(args.device)}) | best of {args.steps} steps, median {np.median(trainer_seconds):.3g} "
+             f"vs {np.median(bare_seconds):.3g} s | mean loss {trainer_loss:.4f} vs {bare_loss:.4f}")
+    print(line, flush=True)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    tokenizer_dir = SHARED_DATA / "t5_spiece"
+    if not tokenizer_dir.is_dir():
+        print(f"skipped: the collator needs the T5 tokenizer at {tokenizer_dir} (set T5_SHARED_DATA to the folder "
+              "holding t5_spiece/)")
+        return
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.tf32:  # process-wide, so the bare loop gets what Trainer's tf32=True sets
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    tokenizer = modeling.load_tokenizer(str(tokenizer_dir))
+    span_args = SpanCorruptionArguments(input_length=args.input_length)
+    tokens_length, target_length = compute_input_and_target_lengths(
+        args.input_length, span_args.noise_density, span_args.mean_noise_span_length)
+    windows = make_windows((args.burn_in + args.steps) * args.batch_size, tokens_length, len(tokenizer), args.seed)
+    config = modeling.build_t5_config(args.model_size, tokenizer, dropout_rate=0.0)
+    flops_per_step = count_step_flops(config, args.batch_size, args.input_length, target_length)
+    print(f"{args.model_size}: batch {args.batch_size} x (input {args.input_length} + target {target_length}) "
+          f"tokens, {flops_per_step / 1e12:.3f} TFLOP per step (FlopCounterMode, forward+backward), "
+          f"burn-in {args.burn_in} + {args.steps} timed steps per arm | load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+
+    dtype_names = ["fp32", "bf16"] if args.dtype == "both" else [args.dtype]
+    size = MATMUL_PEAK_SIZE[args.device]
+    peaks = {name: measure_matmul_peak(args.device, DTYPES[name], size) for name in dtype_names}
+    print("matmul peak " + ", ".join(f"{name} {format_flops(peak)}" for name, peak in peaks.items())
+          + f" ({size}^3, {device_name(args.device)})", flush=True)
+    for dtype_name in dtype_names:
+        if args.dtype == "both" and dtype_name == "bf16" and peaks["bf16"] < peaks["fp32"]:
+            print(f"{args.model_size} bf16 {args.device}: skipped, bf16 matmuls run slower than fp32 here "
+                  f"({format_flops(peaks['bf16'])} vs {format_flops(peaks['fp32'])}); --dtype bf16 runs it anyway")
+            continue
+        run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peaks[dtype_name], flops_per_step)
+
+
+if __name__ == "__main__":
+    main()
