@@ -125,6 +125,7 @@ def main(argv=None):
     tokenizer = modeling.load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir,
                                         model_args.trust_remote_code)
     model = modeling.build_model(model_args, tokenizer)
+    optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
     # 6. Data: rows -> "prefix field: value ..." -> ids; unknown labels, missing columns, empty splits refused.
     splits = fine_tune_data.build_task_splits(plans, data_args, training_args, tokenizer, model_args.cache_dir)
@@ -150,7 +151,7 @@ def main(argv=None):
     trainer = TaskTrainer(
         model=model, args=training_args, train_dataset=train_dataset, eval_splits=splits["eval"],
         data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
-        optimizers=(param_groups.create_optimizer(model, training_args), None),
+        optimizers=(optimizer, None),
         callbacks=[run_logging.ThroughputCallback(tokens_per_step), run_logging.WandbConfigCallback(resolved),
                    eval_log.EvalLogCallback()])
 

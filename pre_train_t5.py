@@ -73,6 +73,7 @@ def main(argv=None):
     tokenizer = modeling.load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir,
                                         model_args.trust_remote_code)
     model = modeling.build_model(model_args, tokenizer)
+    optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
     run_logging.log_run_summary(resolved, modeling.count_parameters(model), span_args.input_length + target_length,
                                 training_args)
     logger.info("span corruption: windows of %d tokens -> inputs %d, targets %d", tokens_length,
@@ -97,7 +98,7 @@ def main(argv=None):
         model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
         data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
         preprocess_logits_for_metrics=predicted_token_ids,
-        optimizers=(param_groups.create_optimizer(model, training_args), None),
+        optimizers=(optimizer, None),
         callbacks=[run_logging.ThroughputCallback(tokens_per_step), run_logging.WandbConfigCallback(resolved),
                    eval_log.EvalLogCallback(), CollatorEpochCallback(collator)])
 
