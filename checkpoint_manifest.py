@@ -12,9 +12,9 @@ import json
 import logging
 import os
 import re
-import tempfile
 from pathlib import Path
 
+from atomic_files import write_json
 from flags import UsageError
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def write_manifest(folder):
         path = folder / name
         sync_file(path)
         files[name] = {"size": path.stat().st_size, "sha256": file_sha256(path)}
-    write_json_atomically(folder / MANIFEST_FILE, {"format": MANIFEST_FORMAT, "files": files})
+    write_json(folder / MANIFEST_FILE, {"format": MANIFEST_FORMAT, "files": files})
     return folder / MANIFEST_FILE
 
 
@@ -58,20 +58,6 @@ def sync_file(path):
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def write_json_atomically(path, data):
-    """Temp file beside path, fsync, rename: a reader sees the old file or the whole new one, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def find_problem(folder):

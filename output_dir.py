@@ -1,14 +1,9 @@
 """The run's output folder: refuse to clobber it, find the checkpoint to resume, write files atomically."""
-import json
 import logging
-import os
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
-
 import checkpoint_manifest
+from atomic_files import atomic_write, write_json, write_yaml  # noqa: F401 (output_dir.write_json etc.)
 from flags import UsageError
 
 logger = logging.getLogger(__name__)
@@ -34,34 +29,6 @@ def resolve_checkpoint(output_dir, resume_from_checkpoint):
     checkpoints (manifest.json present and matching) count: 'auto' skips broken ones with a warning, an explicit
     broken path is a UsageError."""
     return checkpoint_manifest.resolve_checkpoint(output_dir, resume_from_checkpoint)
-
-
-@contextmanager
-def atomic_write(path, mode="w"):
-    """Writes to a temporary file beside `path`, then renames it over `path`: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path, data):
-    with atomic_write(path) as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-
-
-def write_yaml(path, data):
-    with atomic_write(path) as handle:
-        yaml.safe_dump(data, handle, sort_keys=False)
 
 
 def write_resolved_config(output_dir, flags):

@@ -1,6 +1,5 @@
 """flags.py: YAML merge order, _include, command-line overrides, refusals, config.yaml round trip."""
 import dataclasses
-import tempfile
 from pathlib import Path
 
 import yaml
