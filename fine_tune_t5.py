@@ -114,17 +114,13 @@ def main(argv=None):
                     "the average over splits" if best_metric == AVERAGE_KEY else "the task's metric_to_optimize")
 
     # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time.
-    output_dir.check_output_dir(training_args.output_dir, training_args.overwrite_output_dir,
-                                training_args.resume_from_checkpoint)
-    checkpoint = output_dir.resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+    checkpoint = output_dir.prepare_output_dir(training_args)
 
     # 4. Seed, before the model is built so that it controls a random initialisation.
     set_seed(training_args.seed)
 
     # 5. Tokenizer, model (load_pretrained_t5 refuses a folder that is not an encoder-decoder).
-    tokenizer = modeling.load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir,
-                                        model_args.trust_remote_code)
-    model = modeling.build_model(model_args, tokenizer)
+    tokenizer, model = modeling.load_tokenizer_and_model(model_args)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
     # 6. Data: rows -> "prefix field: value ..." -> ids; unknown labels, missing columns, empty splits refused.

@@ -84,5 +84,11 @@ def build_model(model_args, tokenizer):
     return model
 
 
+def load_tokenizer_and_model(model_args):
+    """Step 5 of every entry script: the checked tokenizer, then the model sized to it."""
+    tokenizer = load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
+    return tokenizer, build_model(model_args, tokenizer)
+
+
 def count_parameters(model):
     return sum(p.numel() for p in model.parameters())

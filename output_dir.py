@@ -24,6 +24,14 @@ def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
                      "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
 
 
+def prepare_output_dir(training_args):
+    """Step 3 of every entry script: refuses to clobber a previous run, then returns the checkpoint to resume
+    from (None for a fresh start)."""
+    check_output_dir(training_args.output_dir, training_args.overwrite_output_dir,
+                     training_args.resume_from_checkpoint)
+    return resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+
+
 def resolve_checkpoint(output_dir, resume_from_checkpoint):
     """Maps --resume_from_checkpoint (None, 'auto' or a path) to a checkpoint folder or None. Only complete
     checkpoints (manifest.json present and matching) count: 'auto' skips broken ones with a warning, an explicit
