@@ -46,13 +46,14 @@ def write_manifest(folder):
     files = {}
     for name in list_files(folder):
         path = folder / name
-        sync_file(path)
+        fsync_path(path)
         files[name] = {"size": path.stat().st_size, "sha256": file_sha256(path)}
     write_json(folder / MANIFEST_FILE, {"format": MANIFEST_FORMAT, "files": files})
     return folder / MANIFEST_FILE
 
 
-def sync_file(path):
+def fsync_path(path):
+    """fsync a file or a folder (a folder's fsync makes renames inside it durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

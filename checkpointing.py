@@ -189,7 +189,7 @@ def commit(staged, target):
         shutil.rmtree(aside, ignore_errors=True)
         os.replace(target, aside)
     os.replace(staged, target)
-    sync_dir(target.parent)
+    checkpoint_manifest.fsync_path(target.parent)  # so the rename itself survives a power cut
     shutil.rmtree(aside, ignore_errors=True)
 
 
@@ -200,12 +200,3 @@ def delete_checkpoint(folder, staging):
     shutil.rmtree(doomed, ignore_errors=True)
     os.replace(folder, doomed)
     shutil.rmtree(doomed)
-
-
-def sync_dir(path):
-    """fsync a folder, so the rename itself survives a power cut, not just the files."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
