@@ -27,7 +27,6 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import Seq2SeqTrainer
 from transformers.trainer import TRAINER_STATE_NAME
 
 import checkpoint_manifest
@@ -144,10 +143,6 @@ class SafeCheckpointMixin:
         if self.nan_policy == "skip" and "loss" in logs:
             logs[SKIP_LOG_KEY] = self.skipped_steps
         super().log(logs, *args, **kwargs)
-
-
-class SafeSeq2SeqTrainer(SafeCheckpointMixin, Seq2SeqTrainer):
-    """Seq2SeqTrainer with atomic checkpoints, the NaN guard and clean pre-emption (pre-training uses it)."""
 
 
 def check_nan_policy(policy, deepspeed):

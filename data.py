@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from flags import UsageError
+from packed_stream import PackedWindowStream
 from run_flags import FILE_BUILDERS
 
 logger = logging.getLogger(__name__)
@@ -100,29 +101,10 @@ def pack_windows(tokenized, tokens_length):
     return datasets.Dataset(pa.table({"input_ids": windows})).with_format("numpy")
 
 
-class WindowPacker:
-    """Stateful batched-map function for streams: carries the remainder of each batch into the next."""
-
-    def __init__(self, tokens_length):
-        self.tokens_length = tokens_length
-        self.carry = np.zeros(0, dtype=np.int64)
-
-    def __call__(self, batch):
-        stream = np.concatenate([self.carry, *[np.asarray(ids, dtype=np.int64) for ids in batch["input_ids"]]])
-        num_windows = len(stream) // self.tokens_length
-        self.carry = stream[num_windows * self.tokens_length:]
-        windows = stream[:num_windows * self.tokens_length].reshape(num_windows, self.tokens_length)
-        return {"input_ids": list(windows)}
-
-
-def pack_stream(tokenized, tokens_length):
-    """pack_windows for an IterableDataset: windows are cut on the fly as documents stream in."""
-    return tokenized.map(WindowPacker(tokens_length), batched=True, batch_size=TOKENIZE_BATCH_SIZE)
-
-
 def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args, cache_dir=None,
                                trust_remote_code=False):
-    """Loads, tokenises and packs the corpus; returns (train, eval) datasets of tokens_length windows."""
+    """Loads, tokenises and packs the corpus; returns (train, eval) datasets of tokens_length windows (streams:
+    PackedWindowStream)."""
     raw = load_raw_corpus(data_args, cache_dir, trust_remote_code)
     check_text_column(raw["train"], data_args.text_column, "training")
     train, validation = raw["train"], raw["validation"]
@@ -134,27 +116,45 @@ def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_arg
     if validation is not None:
         check_text_column(validation, data_args.text_column, "validation")
 
+    if data_args.streaming:
+        return stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args)
+
     def tokenize_and_pack(dataset):
         tokenized = tokenize_documents(dataset, tokenizer, data_args.text_column,
                                        data_args.preprocessing_num_workers, data_args.overwrite_cache)
-        return pack_stream(tokenized, tokens_length) if data_args.streaming else pack_windows(tokenized,
-                                                                                             tokens_length)
+        return pack_windows(tokenized, tokens_length)
 
     with training_args.main_process_first(desc="tokenising and packing the corpus"):
         train = tokenize_and_pack(train)
         validation = tokenize_and_pack(validation) if validation is not None else None
-    return limit_eval_windows(train, validation, data_args)
-
-
-def limit_eval_windows(train, validation, data_args):
-    """Applies --max_eval_samples; a stream with no validation split holds out its first windows instead."""
-    limit = data_args.max_eval_samples
-    if validation is None:
-        if not limit:
-            raise UsageError("--streaming without a validation split needs --max_eval_samples N "
-                             "(N windows held out from the start of the stream) or --validation_files")
-        return train.skip(limit), train.take(limit)
-    if limit is not None:
-        validation = validation.take(limit) if data_args.streaming else \
-            validation.select(range(min(limit, len(validation))))
+    if data_args.max_eval_samples is not None:
+        validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
     return train, validation
+
+
+def stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args):
+    """Streams: windows cut as documents arrive, each with a position to resume from (packed_stream.py).
+    Without a validation split, the first --max_eval_samples windows are held out (and kept in memory)."""
+    if training_args.dataloader_num_workers:
+        raise UsageError("--streaming needs --dataloader_num_workers 0: the stream position that makes resume "
+                         "exact is kept in the main process")
+    limit = data_args.max_eval_samples
+
+    # One tokenising pipeline per use. Pipelines over the same raw stream share datasets' iteration state, so the
+    # held-out windows are read here, before training starts iterating.
+    def documents(dataset):
+        return tokenize_documents(dataset, tokenizer, data_args.text_column)
+
+    if validation is not None:
+        return (PackedWindowStream(documents(train), tokens_length),
+                PackedWindowStream(documents(validation), tokens_length, max_windows=limit, with_positions=False))
+    if not limit:
+        raise UsageError("--streaming without a validation split needs --max_eval_samples N "
+                         "(N windows held out from the start of the stream) or --validation_files")
+    held_out = [row["input_ids"] for row in PackedWindowStream(documents(train), tokens_length, max_windows=limit,
+                                                               with_positions=False)]
+    if len(held_out) < limit:
+        raise UsageError(f"--max_eval_samples {limit}: the stream has only {len(held_out)} windows of "
+                         f"{tokens_length} tokens; lower it or add --validation_files")
+    validation = datasets.Dataset.from_dict({"input_ids": np.stack(held_out)}).with_format("numpy")
+    return PackedWindowStream(documents(train), tokens_length, skip_windows=limit), validation

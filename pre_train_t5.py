@@ -9,7 +9,7 @@ import math
 import sys
 
 import numpy as np
-from transformers import TrainerCallback, set_seed
+from transformers import Seq2SeqTrainer, TrainerCallback, set_seed
 
 import checkpointing
 import data
@@ -19,6 +19,7 @@ import modeling
 import output_dir
 import param_groups
 import run_logging
+import stream_resume
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
 from loss_plot import plot_loss_curve
 from run_flags import ModelArguments, PretrainDataArguments, SpanCorruptionArguments, T5TrainingArguments
@@ -26,6 +27,11 @@ from run_flags import ModelArguments, PretrainDataArguments, SpanCorruptionArgum
 logger = logging.getLogger(__name__)
 FLAG_CLASSES = (ModelArguments, PretrainDataArguments, SpanCorruptionArguments, T5TrainingArguments)
 EVAL_METRIC = "token_accuracy"
+
+
+class PretrainTrainer(checkpointing.SafeCheckpointMixin, stream_resume.StreamResumeMixin, Seq2SeqTrainer):
+    """Atomic checkpoints, --nan_policy, save-and-exit on SIGTERM/SIGUSR1 (checkpointing.py), and streams that
+    resume where they stopped (stream_resume.py)."""
 
 
 class CollatorEpochCallback(TrainerCallback):
@@ -80,23 +86,24 @@ def main(argv=None):
         data_args, tokenizer, tokens_length, training_args, model_args.cache_dir, model_args.trust_remote_code)
 
     # 7. Collator: masks keyed by (seed, epoch, window), so every process count, GA and resume point agree.
-    collator = DataCollatorForT5SpanCorruption(
+    span_collator = DataCollatorForT5SpanCorruption(
         tokenizer, noise_density=span_args.noise_density, mean_noise_span_length=span_args.mean_noise_span_length,
         input_length=span_args.input_length, target_length=target_length, seed=training_args.seed)
+    # Stream windows carry their id and epoch, for exact resume.
+    collator = stream_resume.StreamPositionCollator(span_collator) if data_args.streaming else span_collator
 
     # 8. Trainer. The resolved flags are saved only now, once every input has been checked, so a refused run
     # leaves the output folder as it was.
     if training_args.should_save:
         output_dir.write_resolved_config(training_args.output_dir, resolved)
     tokens_per_step = run_logging.global_batch_size(training_args) * (span_args.input_length + target_length)
-    # SafeSeq2SeqTrainer: atomic checkpoints with a manifest, --nan_policy, save-and-exit on SIGTERM/SIGUSR1.
-    trainer = checkpointing.SafeSeq2SeqTrainer(
+    trainer = PretrainTrainer(
         model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
         data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
         preprocess_logits_for_metrics=predicted_token_ids,
         optimizers=(optimizer, None),
         callbacks=[run_logging.ThroughputCallback(tokens_per_step), run_logging.WandbConfigCallback(resolved),
-                   eval_log.EvalLogCallback(), CollatorEpochCallback(collator)])
+                   eval_log.EvalLogCallback(), CollatorEpochCallback(span_collator)])
 
     # 9. Train, evaluate, write outputs (rank 0 only writes).
     train_result = trainer.train(resume_from_checkpoint=checkpoint)

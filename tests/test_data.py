@@ -56,13 +56,6 @@ class DataTest(parameterized.TestCase):
         self.assertEqual(int((packed == self.tokenizer.eos_token_id).sum()),
                          int((stream[:packed.size] == self.tokenizer.eos_token_id).sum()))
 
-    def test_streamed_packing_equals_map_style_packing(self):
-        ids = self.tokenized_ids(self.paragraphs)
-        expected = np.asarray(data.pack_windows(datasets.Dataset.from_dict({"input_ids": ids}), WINDOW)["input_ids"])
-        iterable = datasets.Dataset.from_dict({"input_ids": ids}).to_iterable_dataset(num_shards=1)
-        streamed = np.asarray([row["input_ids"] for row in data.pack_stream(iterable, WINDOW)])
-        np.testing.assert_array_equal(streamed, expected)
-
     def test_corpus_shorter_than_one_window_is_refused(self):
         docs = datasets.Dataset.from_dict({"input_ids": [[5, 6, 1]]})
         with self.assertRaisesRegex(UsageError, "corpus has 3 tokens, shorter than one window of 568"):
@@ -142,13 +135,23 @@ class DataTest(parameterized.TestCase):
         path = self.write_text(self.paragraphs)
         args = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=3)
         train, validation = data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
-        held_out = [row["input_ids"] for row in validation]
+        held_out = np.asarray(validation["input_ids"])
         first_train = next(iter(train))["input_ids"]
-        self.assertLen(held_out, 3)
+        self.assertEqual(held_out.shape, (3, WINDOW))
         self.assertNotIn(list(first_train), [list(w) for w in held_out])
         streaming_without_limit = PretrainDataArguments(train_files=[path], streaming=True)
         with self.assertRaisesRegex(UsageError, "--streaming without a validation split needs --max_eval_samples"):
             data.build_pretraining_datasets(streaming_without_limit, self.tokenizer, WINDOW, self.training_args)
+
+    def test_streaming_refuses_what_would_break_exact_resume_or_evaluation(self):
+        path = self.write_text(self.paragraphs[:20])
+        too_many = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=10_000)
+        with self.assertRaisesRegex(UsageError, r"--max_eval_samples 10000: the stream has only \d+ windows"):
+            data.build_pretraining_datasets(too_many, self.tokenizer, WINDOW, self.training_args)
+        workers = T5TrainingArguments(output_dir=str(self.dir / "out"), use_cpu=True, dataloader_num_workers=2)
+        args = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=2)
+        with self.assertRaisesRegex(UsageError, "--streaming needs --dataloader_num_workers 0"):
+            data.build_pretraining_datasets(args, self.tokenizer, WINDOW, workers)
 
 
 class DataFlagsTest(parameterized.TestCase):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from absl.testing import absltest, parameterized
+from safetensors.torch import load_file
 
 import fine_tune_t5
 import pre_train_t5
@@ -87,6 +88,32 @@ class TwoProcessEquivalenceTest(parameterized.TestCase):
         result = launch("accelerate_zero2", argv)
         self.assertIn("process rank 1 of 2", result.stdout + result.stderr)
         np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
+
+
+class StreamingTwoProcessResumeTest(absltest.TestCase):
+
+    def test_streaming_ddp_resumes_at_the_window_all_ranks_reached(self):
+        """Rank 0 reads each stream batch for both ranks (accelerate dispatches it) and trains on its first half;
+        the checkpoint must record the highest window of either rank. A constant learning rate lets a run stopped
+        at step 2 and resumed to step 4 be compared bit for bit with a run of 4 steps."""
+        work = Path(self.create_tempdir().full_path)
+        corpus = str(require("gutenberg/austen-persuasion.txt"))
+
+        def stream_flags(out, steps, **extra):
+            return tiny_run_flags(str(work / out), corpus, streaming=True, max_steps=steps, save_strategy="steps",
+                                  save_steps=2, per_device_train_batch_size=2, lr_scheduler_type="constant",
+                                  ddp_find_unused_parameters=False, **extra)
+
+        launch("torchrun", stream_flags("plain", 4))
+        launch("torchrun", stream_flags("resumed", 2))
+        position = json.loads((work / "resumed/checkpoint-2/stream_position.json").read_text())
+        self.assertEqual(position["window"], 8)  # 2 steps x 2 windows x 2 ranks
+        result = launch("torchrun", stream_flags("resumed", 4, resume_from_checkpoint="auto"))
+        self.assertIn("stream resumes at window 8 (epoch 0)", result.stdout + result.stderr)
+        expected = load_file(work / "plain/model.safetensors")
+        got = load_file(work / "resumed/model.safetensors")
+        for name, tensor in expected.items():
+            self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")
 
 
 class FineTuneTwoProcessTest(absltest.TestCase):

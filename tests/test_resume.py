@@ -75,8 +75,9 @@ class ResumeAfterKillTest(parameterized.TestCase):
         self.dir = Path(self.create_tempdir().full_path)
 
     def flags(self, out, **extra):
-        return tiny_run_flags(str(out), self.corpus, max_steps=MAX_STEPS, save_strategy="steps", save_steps=2,
-                              save_total_limit=2, logging_steps=1, **extra)
+        return tiny_run_flags(str(out), self.corpus, **{**dict(max_steps=MAX_STEPS, save_strategy="steps",
+                                                               save_steps=2, save_total_limit=2, logging_steps=1),
+                                                        **extra})
 
     def test_killed_five_times_ends_bit_identical(self):
         plain = self.dir / "plain"
@@ -122,6 +123,28 @@ class ResumeAfterKillTest(parameterized.TestCase):
         result = run_child(fine_tune_flags(killed, resume_from_checkpoint="auto"), entry="fine_tune_t5")
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assert_resumed_from(result, "checkpoint-4", "fine-tuning")
+        expected, got = load_file(plain / "model.safetensors"), load_file(killed / "model.safetensors")
+        for name, tensor in expected.items():
+            self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")
+
+    def test_streaming_killed_in_two_epochs_ends_bit_identical(self):
+        """--streaming: 20 documents make 37 windows, 4 held out for evaluation, so an epoch is 33 windows (8 full
+        batches of 4 and one of 1). Killed during step 5 (resumes at window 16 of epoch 0) and during step 12
+        (checkpoint-10: epoch 0's 33 windows and 4 of epoch 1 trained on, resumes at window 37 of epoch 1)."""
+        def stream_flags(out, **extra):
+            return self.flags(out, streaming=True, max_train_samples=20, max_eval_samples=4, max_steps=14,
+                              **extra)
+
+        plain = self.dir / "stream_plain"
+        result = run_child(stream_flags(plain))
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        killed = self.dir / "stream_killed"
+        runs = (("mid_step:5", None), ("mid_step:12", "window 16 (epoch 0)"), ("", "window 37 (epoch 1)"))
+        for kill_at, resume in runs:
+            result = run_child(stream_flags(killed, resume_from_checkpoint="auto"), kill_at=kill_at)
+            self.assertEqual(result.returncode, -9 if kill_at else 0, result.stderr[-3000:])
+            if resume:
+                self.assertIn(f"stream resumes at {resume}", result.stdout + result.stderr)
         expected, got = load_file(plain / "model.safetensors"), load_file(killed / "model.safetensors")
         for name, tensor in expected.items():
             self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")

@@ -1,0 +1,125 @@
+"""Windows cut from a streamed corpus, resumable from a recorded position without re-reading what was consumed.
+
+    stream = PackedWindowStream(tokenized_documents, tokens_length)   # a datasets.IterableDataset of input_ids
+    for window in stream: ...        # {"input_ids": (tokens_length,), "window_index": k, "stream_epoch": e}
+    position = stream.position(k + 1)             # JSON-able: where window k + 1 starts
+    fresh = PackedWindowStream(tokenized_documents, tokens_length); fresh.load_position(position)
+    next(iter(fresh))                             # window k + 1, without reading windows 0..k again
+
+A map-style corpus is packed once (data.pack_windows) and resumed by index. A stream cannot be indexed, so windows
+are cut as documents arrive, exactly as pack_windows would cut them (every document in order, EOS kept, the
+remainder at the end of the stream dropped), and each window records where it starts: the datasets state of the
+document stream just before the document the window starts in (`IterableDataset.state_dict()`, None at the start of
+an epoch) plus how many of that document's tokens earlier windows took. Loading it makes datasets jump to that
+document: shards (files) already finished are not opened again; inside the current shard datasets skips examples
+it has read (no tokenisation, packing or collation of them), and the batched tokenisation map restarts at the
+start of its batch of TOKENIZE_BATCH_SIZE documents.
+
+Each new epoch calls datasets' `set_epoch`, which visits the files (shards) of a multi-file corpus in a new order,
+seeded by the epoch (what the Trainer does with a datasets IterableDataset); the saved state belongs to its epoch.
+
+Windows carry an id that keeps counting across epochs, so the trainer can tell which windows it has trained on
+although the data loader reads ahead (stream_resume.py). Positions are kept for windows not yet trained on only
+(`forget_before`). Iterating needs the main process (`--dataloader_num_workers 0`): positions live on this object.
+"""
+import collections
+
+import numpy as np
+import torch
+
+WINDOW_INDEX = "window_index"
+STREAM_EPOCH = "stream_epoch"
+POSITION_KEYS = ("epoch", "window", "documents", "offset")
+
+
+def epoch_start(epoch, window):
+    """The position of the first window of an epoch (window ids keep counting across epochs)."""
+    return {"epoch": epoch, "window": window, "documents": None, "offset": 0}
+
+
+class PackedWindowStream(torch.utils.data.IterableDataset):
+    """Exact windows of `tokens_length` ids from a stream of tokenised documents, each with a resumable position.
+
+    skip_windows: windows left out at the start of every epoch (held out for evaluation).
+    max_windows: stop after this many (an evaluation stream). with_positions=False yields plain windows.
+    """
+
+    def __init__(self, documents, tokens_length, skip_windows=0, max_windows=None, with_positions=True):
+        self.documents = documents
+        self.tokens_length = tokens_length
+        self.skip_windows = skip_windows
+        self.max_windows = max_windows
+        self.with_positions = with_positions
+        self.start = epoch_start(0, 0)  # where the next iteration starts
+        self.positions = collections.OrderedDict()  # window id -> position, ids increasing
+
+    def load_position(self, position):
+        """The next iteration starts at `position` (from `position()`, possibly in another process)."""
+        missing = [key for key in POSITION_KEYS if key not in position]
+        if missing:
+            raise ValueError(f"stream position lacks {', '.join(missing)}: {position}")
+        self.start = dict(position)
+        self.positions = collections.OrderedDict({position["window"]: self.start})
+
+    def position(self, window_id):
+        """Where window `window_id` starts; known once the window before it has been read."""
+        if window_id not in self.positions:
+            known = f"{next(iter(self.positions))}..{next(reversed(self.positions))}" if self.positions else "none"
+            raise KeyError(f"no recorded position for window {window_id} (known: {known})")
+        return self.positions[window_id]
+
+    def forget_before(self, window_id):
+        """Drops positions of windows before `window_id`: they have been trained on and will not be resumed to."""
+        while self.positions and next(iter(self.positions)) < window_id:
+            self.positions.popitem(last=False)
+
+    def __iter__(self):
+        start = self.start
+        epoch, window_id = start["epoch"], start["window"]
+        self.documents.set_epoch(epoch)  # a state saved in another epoch is then ignored by datasets
+        if start["documents"] is not None:
+            self.documents.load_state_dict(start["documents"])
+        skip = self.skip_windows if start["documents"] is None and start["offset"] == 0 else 0
+        produced = 0
+        for window, here, after in self._cut_windows(start):
+            if skip:
+                skip -= 1
+                continue
+            if self.max_windows is not None and produced >= self.max_windows:
+                return
+            produced += 1
+            if not self.with_positions:
+                yield {"input_ids": window}
+                continue
+            self.positions[window_id] = {"epoch": epoch, "window": window_id, **here}
+            self.positions[window_id + 1] = {"epoch": epoch, "window": window_id + 1, **after}
+            yield {"input_ids": window, WINDOW_INDEX: window_id, STREAM_EPOCH: epoch}
+            window_id += 1
+        # Exhausted (the remainder is dropped, as in pack_windows): the next window opens the next epoch.
+        self.start = epoch_start(epoch + 1, window_id)
+        if self.with_positions:
+            self.positions[window_id] = self.start
+
+    def _cut_windows(self, start):
+        """(window, where it starts, where the next one starts); a position is {"documents": state, "offset": n}."""
+        length = self.tokens_length
+        pieces, filled, here = [], 0, None
+        state_before = start["documents"]  # datasets state just before the next document
+        offset = start["offset"]  # tokens of that document already taken by earlier windows
+        for document in self.documents:
+            ids = np.asarray(document["input_ids"], dtype=np.int64)
+            state_of_document = state_before
+            if self.with_positions:  # a deep copy per document: cheap next to tokenising it
+                state_before = self.documents.state_dict()
+            i, offset = offset, 0
+            while i < len(ids):
+                if filled == 0:
+                    here = {"documents": state_of_document, "offset": i}
+                take = min(length - filled, len(ids) - i)
+                pieces.append(ids[i:i + take])
+                filled, i = filled + take, i + take
+                if filled == length:
+                    after = ({"documents": state_of_document, "offset": i} if i < len(ids)
+                             else {"documents": state_before, "offset": 0})
+                    yield np.concatenate(pieces), here, after
+                    pieces, filled = [], 0
