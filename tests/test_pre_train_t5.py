@@ -71,6 +71,22 @@ class PreTrainEndToEndTest(parameterized.TestCase):
         self.assertEqual(model.config.vocab_size, 32128)
         self.assertEqual(model.config.decoder_start_token_id, 0)
 
+    def test_c4_config_runs_streamed_on_local_files(self):
+        """configs/pretrain_c4_t5_base.yaml needs the hub and a GPU; a YAML including it with local files (and
+        CPU-sized overrides) must pass every check and train on the stream, so the shipped config stays valid."""
+        local = self.dir / "c4_local.yaml"
+        local.write_text(f"_include: [{REPO / 'configs/pretrain_c4_t5_base.yaml'}]\ndataset_name: null\n"
+                         f"dataset_config_name: null\ntrain_files: [{self.corpus}]\n")
+        out = self.dir / "c4"
+        argv = tiny_run_flags(str(out), self.corpus, max_steps=4, warmup_steps=2, save_strategy="steps",
+                              save_steps=2, max_eval_samples=8, bf16=False, tf32=False, torch_compile=False)
+        metrics = pre_train_t5.main([str(local), *argv])
+        config = yaml.safe_load((out / "config.yaml").read_text())
+        self.assertEqual((config["streaming"], config["optim"], config["lr_scheduler_type"]),
+                         (True, "adafactor", "inverse_sqrt"))
+        self.assertTrue((out / "checkpoint-4" / "stream_position.json").is_file())
+        self.assertTrue(np.isfinite(metrics["eval_loss"]))
+
     def test_config_yaml_alone_reproduces_the_run(self):
         first = self.dir / "first"
         pre_train_t5.main(tiny_run_flags(str(first), self.corpus))
