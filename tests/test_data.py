@@ -143,6 +143,21 @@ class DataTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, "--streaming without a validation split needs --max_eval_samples"):
             data.build_pretraining_datasets(streaming_without_limit, self.tokenizer, WINDOW, self.training_args)
 
+    def test_streaming_with_validation_files_streams_both(self):
+        train_path = self.write_text(self.paragraphs[:300], "train.txt")
+        val_path = self.write_text(self.paragraphs[300:], "val.txt")
+        args = PretrainDataArguments(train_files=[train_path], validation_files=[val_path], streaming=True,
+                                     max_eval_samples=5)
+        train, validation = data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
+        evaluation = list(validation)
+        self.assertEqual([sorted(w) for w in evaluation], [["input_ids"]] * 5)  # no ids: never resumed
+        val_ids = np.concatenate([np.asarray(ids) for ids in self.tokenized_ids(self.paragraphs[300:])])
+        np.testing.assert_array_equal(np.concatenate([w["input_ids"] for w in evaluation]), val_ids[:5 * WINDOW])
+        first = next(iter(train))
+        self.assertEqual((first["window_index"], first["stream_epoch"]), (0, 0))
+        train_ids = np.concatenate([np.asarray(ids) for ids in self.tokenized_ids(self.paragraphs[:1])])
+        np.testing.assert_array_equal(first["input_ids"][:len(train_ids)], train_ids[:WINDOW])
+
     def test_streaming_refuses_what_would_break_exact_resume_or_evaluation(self):
         path = self.write_text(self.paragraphs[:20])
         too_many = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=10_000)
