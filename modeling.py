@@ -3,7 +3,9 @@ import logging
 import math
 from pathlib import Path
 
+import torch
 from transformers import AutoConfig, AutoTokenizer, T5Config, T5ForConditionalGeneration, T5TokenizerFast
+from transformers.models.t5.modeling_t5 import T5Attention
 
 import constants
 from flags import UsageError
@@ -81,7 +83,25 @@ def build_model(model_args, tokenizer):
         model = T5ForConditionalGeneration(build_t5_config(model_args.model_size, tokenizer, model_args.dropout_rate))
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
+    cast_position_bias_under_autocast(model)
     return model
+
+
+def cast_position_bias_under_autocast(model):
+    """Under bf16/fp16 autocast T5's relative position bias leaves its embedding (an fp32 weight) in fp32, and so
+    does the additive attention mask built from it while queries and keys are bf16: SDPA then refuses its fused
+    kernels ("invalid dtype for bias") and runs the unfused math path. Casting the bias to the autocast dtype gives
+    SDPA one dtype; without autocast (fp32 training) the hook returns the bias unchanged."""
+    for module in model.modules():
+        if isinstance(module, T5Attention) and module.has_relative_attention_bias:
+            module.relative_attention_bias.register_forward_hook(_bias_to_autocast_dtype)
+
+
+def _bias_to_autocast_dtype(module, inputs, bias):
+    device_type = bias.device.type
+    if torch.is_autocast_enabled(device_type):
+        return bias.to(torch.get_autocast_dtype(device_type))
+    return bias
 
 
 def load_tokenizer_and_model(model_args):

@@ -1,6 +1,7 @@
 """Training features as flags: per-regex learning rates, Adafactor with T5 settings, warm-up, checkpointing."""
 import json
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
@@ -10,6 +11,7 @@ from transformers import T5Config, T5ForConditionalGeneration
 from transformers.optimization import Adafactor
 
 import flags
+import modeling
 import param_groups
 import pre_train_t5
 from flags import UsageError
@@ -28,6 +30,41 @@ def training_args(*argv):
     (args,), _ = flags.parse_flags((T5TrainingArguments,), ["--output_dir", "/tmp/unused", "--use_cpu", "true",
                                                              *argv])
     return args
+
+
+class PositionBiasDtypeTest(absltest.TestCase):
+    """modeling.cast_position_bias_under_autocast: SDPA gets one dtype under autocast, fp32 is untouched."""
+
+    def test_sdpa_gets_the_query_dtype_under_autocast_and_fp32_is_unchanged(self):
+        torch.manual_seed(0)
+        model = T5ForConditionalGeneration(T5Config(vocab_size=128, d_model=64, d_ff=128, d_kv=16, num_layers=2,
+                                                    num_heads=4, decoder_start_token_id=0, pad_token_id=0)).eval()
+        ids, labels = torch.randint(2, 128, (4, 24)), torch.randint(2, 128, (4, 8))
+        mask = torch.ones_like(ids)
+        mask[1, 15:] = 0  # padding, so the mask is not all ones
+        seen = []
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def recording_sdpa(query, key, value, attn_mask=None, **kwargs):
+            seen.append((query.dtype, attn_mask.dtype))
+            return sdpa(query, key, value, attn_mask=attn_mask, **kwargs)
+
+        def logits(autocast):
+            seen.clear()
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
+                    mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", recording_sdpa):
+                return model(input_ids=ids, attention_mask=mask, labels=labels).logits.float()
+
+        fp32_before, bf16_before = logits(False), logits(True)
+        self.assertIn((torch.bfloat16, torch.float32), seen)  # the mismatch that keeps SDPA off its fused kernels
+        modeling.cast_position_bias_under_autocast(model)
+        fp32_after, bf16_after = logits(False), logits(True)
+        self.assertEqual(set(seen), {(torch.bfloat16, torch.bfloat16)})
+        self.assertTrue(torch.equal(fp32_after, fp32_before))  # exact resume and CPU tests run fp32
+        # The bias is rounded to bf16 where the scores already are bf16: no worse than before against fp32.
+        error_before = (bf16_before - fp32_before).abs().mean()
+        error_after = (bf16_after - fp32_before).abs().mean()
+        self.assertLessEqual(float(error_after), 1.1 * float(error_before))
 
 
 class ParamGroupsTest(parameterized.TestCase):
