@@ -3,20 +3,29 @@
 PREEMPTED_EXIT_CODE, so the job can be requeued and resumed with `--resume_from_checkpoint auto`.
 
 The handler only sets a flag: saving inside a signal handler could interrupt a half-done optimizer step or a
-save in progress. Signals that arrive before training starts (data loading) or after it ends keep their usual
-meaning (terminate).
+save in progress. Signals that arrive before training starts (data loading) keep their usual meaning (terminate).
+After training has finished, SIGUSR1 (SLURM's early warning) is ignored so the final save and evaluation
+complete; SIGTERM still terminates.
+
+A stop for pre-emption and a finished run both exit 0 (launchers such as torchrun report any other code as a
+failure). So that slurm/requeue.sh requeues only the former, rank 0 writes the file named by $T5_PREEMPTED_MARKER
+(set by that script) when it stops for pre-emption.
 """
 import logging
+import os
 import signal
 import threading
 
 import torch
 from transformers import TrainerCallback
 
+from atomic_files import write_json
+
 logger = logging.getLogger(__name__)
 
 PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 PREEMPTED_EXIT_CODE = 0  # a clean stop: the checkpoint is committed; the sbatch trap decides to requeue
+PREEMPTED_MARKER_ENV = "T5_PREEMPTED_MARKER"
 
 
 class PreemptionCallback(TrainerCallback):
@@ -56,9 +65,18 @@ class PreemptionCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         for signum, handler in self.previous_handlers.items():
             signal.signal(signum, handler)
+        if self.previous_handlers and not self.stopping:
+            signal.signal(signal.SIGUSR1, ignore_late_warning)  # only the final save/evaluate remain
         self.previous_handlers = {}
         if self.stopping:
+            marker = os.environ.get(PREEMPTED_MARKER_ENV)
+            if marker and state.is_world_process_zero:
+                write_json(marker, {"step": state.global_step, "output_dir": args.output_dir})
             # Skip the entry script's final save/evaluate: the job has minutes left and the run is not finished.
             logger.warning("pre-empted at step %d; checkpoint saved, exiting with code %d", state.global_step,
                            PREEMPTED_EXIT_CODE)
             raise SystemExit(PREEMPTED_EXIT_CODE)
+
+
+def ignore_late_warning(signum, frame):
+    logger.warning("received SIGUSR1 after training finished: completing the final save and evaluation")

@@ -24,8 +24,12 @@ on_preempt() {
 
 # run_requeueable CMD...: `run CMD` in the background (bash runs a trap only between foreground commands, so a
 # foreground launcher would delay it until the end), then requeue the job if it was pre-empted and saved.
+# A stopped run and a finished one both exit 0; rank 0 writes $T5_PREEMPTED_MARKER only when it stopped for the
+# signal (signals.py), so a run that finished inside the warning window is not requeued.
 run_requeueable() {
   local launcher status=0
+  export T5_PREEMPTED_MARKER="${SLURM_SUBMIT_DIR:-$PWD}/.t5-preempted-${SLURM_JOB_ID:-0}"
+  rm -f "$T5_PREEMPTED_MARKER"
   trap on_preempt USR1
   run "$@" &
   launcher=$!
@@ -35,8 +39,13 @@ run_requeueable() {
   done
   trap - USR1
   if ((PREEMPTED)) && ((status == 0)); then
-    echo "checkpoint saved; requeueing job $SLURM_JOB_ID"
-    scontrol requeue "$SLURM_JOB_ID"
+    if [[ -f "$T5_PREEMPTED_MARKER" ]]; then
+      echo "checkpoint saved; requeueing job $SLURM_JOB_ID"
+      scontrol requeue "$SLURM_JOB_ID"
+    else
+      echo "the run finished before the pre-emption signal stopped it: not requeueing"
+    fi
   fi
+  rm -f "$T5_PREEMPTED_MARKER"
   return "$status"
 }

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import types
 from pathlib import Path
 from unittest import mock
@@ -192,6 +193,58 @@ class PreemptionSignalTest(OneThreadTestCase):
         self.assertLess(checkpoint_manifest.checkpoint_step(checkpoints[0]), 500)
         self.assertIsNone(checkpoint_manifest.find_problem(checkpoints[0]))
         self.assertFalse((out / "model.safetensors").exists())  # stopped, not finished: no final model
+
+    def test_requeue_script_requeues_only_a_run_the_signal_stopped(self):
+        """slurm/requeue.sh around a real run, with stand-ins for scancel (forwards USR1 to the training process,
+        as SLURM does) and scontrol (records the requeue): USR1 to the batch shell stops the run with a checkpoint
+        and requeues the job; the requeued job (SLURM_RESTART_COUNT=1) resumes and finishes without requeueing.
+        A command that finishes on its own while the signal is handled is not requeued."""
+        out = self.dir / "run"
+        fake_bin, requeues = self.dir / "bin", self.dir / "requeues.log"
+        fake_bin.mkdir()
+        for name, body in (("scancel", f'pkill -USR1 -f -- "^{sys.executable} .*{out}" || true'),
+                           ("scontrol", f'echo "$*" >> {requeues}')):
+            (fake_bin / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+            (fake_bin / name).chmod(0o755)
+        env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}", SLURM_JOB_ID="4242",
+                   SLURM_SUBMIT_DIR=str(self.dir), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+        harness = ('source slurm/requeue.sh; run() { "$@"; }; '
+                   'run_requeueable "$@" ${RESUME_FLAGS[@]+"${RESUME_FLAGS[@]}"}')
+
+        def batch_job(*command, restart=0):
+            return subprocess.Popen(["bash", "-c", harness, "job", *command], cwd=REPO,
+                                    env=dict(env, SLURM_RESTART_COUNT=str(restart)), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+
+        training = [sys.executable, str(REPO / "pre_train_t5.py"),
+                    *self.run_flags(out, max_steps=40, save_steps=100, save_total_limit=1)]
+        job = batch_job(*training)
+        lines = []
+        for line in job.stdout:  # the first logged step: training is under way, its handlers installed
+            lines.append(line)
+            if line.startswith("{'loss'"):
+                job.send_signal(signal.SIGUSR1)  # what SLURM sends the batch shell 300 s before the limit
+                break
+        lines += job.stdout.readlines()
+        self.assertEqual(job.wait(timeout=300), 0, "".join(lines[-30:]))
+        self.assertIn("requeueing job 4242", "".join(lines))
+        self.assertEqual(requeues.read_text(), "requeue 4242\n")
+        self.assertFalse((self.dir / ".t5-preempted-4242").exists())  # the marker is the script's to remove
+        [stopped] = checkpoint_manifest.list_checkpoints(out)
+
+        requeued = batch_job(*training, restart=1)
+        log = requeued.communicate(timeout=300)[0]
+        self.assertEqual(requeued.returncode, 0, log[-3000:])
+        self.assertRegex(log, rf"--resume_from_checkpoint auto: \S*{stopped.name}\b")
+        self.assertTrue((out / "model.safetensors").is_file())  # finished
+        self.assertEqual(requeues.read_text(), "requeue 4242\n")  # and not requeued again
+
+        finishing = batch_job("sleep", "3")
+        threading.Timer(1.0, finishing.send_signal, (signal.SIGUSR1,)).start()
+        log = finishing.communicate(timeout=60)[0]
+        self.assertEqual(finishing.returncode, 0, log)
+        self.assertIn("finished before the pre-emption signal stopped it: not requeueing", log)
+        self.assertEqual(requeues.read_text(), "requeue 4242\n")
 
 
 if __name__ == "__main__":
