@@ -59,7 +59,7 @@ class PackedWindowStream(torch.utils.data.IterableDataset):
         if missing:
             raise ValueError(f"stream position lacks {', '.join(missing)}: {position}")
         self.start = dict(position)
-        self.positions = collections.OrderedDict({position["window"]: self.start})
+        self.positions = collections.OrderedDict()  # those of another run; iterating records the new ones
 
     def position(self, window_id):
         """Where window `window_id` starts; known once the window before it has been read."""
@@ -80,8 +80,10 @@ class PackedWindowStream(torch.utils.data.IterableDataset):
         if start["documents"] is not None:
             self.documents.load_state_dict(start["documents"])
         skip = self.skip_windows if start["documents"] is None and start["offset"] == 0 else 0
+        if self.with_positions:  # an epoch start re-skips the held-out windows, so it is the first one's position
+            self.positions[window_id] = start
         produced = 0
-        for window, here, after in self._cut_windows(start):
+        for window, after in self._cut_windows(start):
             if skip:
                 skip -= 1
                 continue
@@ -91,7 +93,6 @@ class PackedWindowStream(torch.utils.data.IterableDataset):
             if not self.with_positions:
                 yield {"input_ids": window}
                 continue
-            self.positions[window_id] = {"epoch": epoch, "window": window_id, **here}
             self.positions[window_id + 1] = {"epoch": epoch, "window": window_id + 1, **after}
             yield {"input_ids": window, WINDOW_INDEX: window_id, STREAM_EPOCH: epoch}
             window_id += 1
@@ -101,9 +102,9 @@ class PackedWindowStream(torch.utils.data.IterableDataset):
             self.positions[window_id] = self.start
 
     def _cut_windows(self, start):
-        """(window, where it starts, where the next one starts); a position is {"documents": state, "offset": n}."""
+        """(window, where the next one starts); a position is {"documents": state, "offset": n}."""
         length = self.tokens_length
-        pieces, filled, here = [], 0, None
+        pieces, filled = [], 0
         state_before = start["documents"]  # datasets state just before the next document
         offset = start["offset"]  # tokens of that document already taken by earlier windows
         for document in self.documents:
@@ -113,13 +114,11 @@ class PackedWindowStream(torch.utils.data.IterableDataset):
                 state_before = self.documents.state_dict()
             i, offset = offset, 0
             while i < len(ids):
-                if filled == 0:
-                    here = {"documents": state_of_document, "offset": i}
                 take = min(length - filled, len(ids) - i)
                 pieces.append(ids[i:i + take])
                 filled, i = filled + take, i + take
                 if filled == length:
                     after = ({"documents": state_of_document, "offset": i} if i < len(ids)
                              else {"documents": state_before, "offset": 0})
-                    yield np.concatenate(pieces), here, after
+                    yield np.concatenate(pieces), after
                     pieces, filled = [], 0

@@ -22,23 +22,16 @@ import checkpoint_manifest
 import checkpointing
 import pre_train_t5
 from flags import UsageError
-from shared_data import require
-from test_pre_train_t5 import snapshot, tiny_run_flags
+from test_pre_train_t5 import TinyRunTestCase, snapshot, tiny_run_flags
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-class OneThreadTestCase(parameterized.TestCase):
+class OneThreadTestCase(TinyRunTestCase):
     """In-process tiny runs: one torch thread, as two threads on a shared 2-core machine run ~10x slower."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
 
     def setUp(self):
         super().setUp()
-        self.dir = Path(self.create_tempdir().full_path)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         self.addCleanup(torch.set_num_threads, threads)

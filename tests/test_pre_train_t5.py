@@ -43,7 +43,8 @@ def train_losses(output_dir):
     return [entry["loss"] for entry in history if "loss" in entry]
 
 
-class PreTrainEndToEndTest(parameterized.TestCase):
+class TinyRunTestCase(parameterized.TestCase):
+    """Tiny runs on real text: self.corpus (a Gutenberg book) and a fresh self.dir per test."""
 
     @classmethod
     def setUpClass(cls):
@@ -53,6 +54,9 @@ class PreTrainEndToEndTest(parameterized.TestCase):
     def setUp(self):
         super().setUp()
         self.dir = Path(self.create_tempdir().full_path)
+
+
+class PreTrainEndToEndTest(TinyRunTestCase):
 
     def test_tiny_run_writes_outputs_and_loss_falls(self):
         out = self.dir / "run"
@@ -118,17 +122,11 @@ class PreTrainEndToEndTest(parameterized.TestCase):
             torch.testing.assert_close(after[name], tensor, rtol=1e-3, atol=1e-5)
 
 
-class PreTrainRefusalsTest(parameterized.TestCase):
+class PreTrainRefusalsTest(TinyRunTestCase):
     """Each bad input: UsageError naming the flag/file, and the output folder byte-identical to before."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
 
     def setUp(self):
         super().setUp()
-        self.dir = Path(self.create_tempdir().full_path)
         self.out = self.dir / "out"
 
     def assert_refused(self, argv, message):

@@ -6,13 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from absl.testing import absltest, parameterized
+from absl.testing import absltest
 from safetensors.torch import load_file
 
 import checkpoint_manifest
-from shared_data import require
 from test_fine_tune_t5 import tiny_flags
-from test_pre_train_t5 import tiny_run_flags
+from test_pre_train_t5 import TinyRunTestCase, tiny_run_flags
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_STEPS = 12
@@ -63,16 +62,7 @@ def run_child(argv, kill_at="", entry="pre_train_t5"):
                           capture_output=True, text=True, timeout=300)
 
 
-class ResumeAfterKillTest(parameterized.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
-
-    def setUp(self):
-        super().setUp()
-        self.dir = Path(self.create_tempdir().full_path)
+class ResumeAfterKillTest(TinyRunTestCase):
 
     def flags(self, out, **extra):
         return tiny_run_flags(str(out), self.corpus, **{**dict(max_steps=MAX_STEPS, save_strategy="steps",
