@@ -3,6 +3,7 @@
     .venv/bin/python bench/pretrain_throughput.py                          # cpu, t5-small, batch 4, fp32 (+ bf16)
     .venv/bin/python bench/pretrain_throughput.py --dtype bf16 --batch_size 1 --burn_in 1 --steps 1
     python bench/pretrain_throughput.py --device cuda --model_size t5-base --dtype bf16 --batch_size 64
+    python bench/pretrain_throughput.py --device cuda ... --profile 30 --profile_trace step.json   # where time goes
 
 Both arms train the same model (modeling.build_model from a --model_size preset, built after the same seed) on the
 same batches: (burn_in + steps) x batch_size random windows of tokens_length ids from a fixed seed, corrupted by
@@ -89,11 +90,18 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU (default: torch's)")
     parser.add_argument("--dataloader_num_workers", type=int, default=0,
                         help="Trainer's loader workers; > 0 moves collation off the clock but draws other masks")
+    parser.add_argument("--profile", type=int, default=0, metavar="ROWS",
+                        help="after the timed arms, profile the bare loop's timed steps once more (torch.profiler) and "
+                             "print the ROWS ops that take the most self time on the device: where a step's time goes")
+    parser.add_argument("--profile_trace", default=None, metavar="FILE.json",
+                        help="with --profile: also write the Chrome/Perfetto trace there")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
     if args.burn_in < 1 or args.steps < 1:
         parser.error(f"--burn_in={args.burn_in} and --steps={args.steps} must be >= 1: the clock starts at the end "
                      "of the last burn-in step")
+    if args.profile_trace and not args.profile:
+        parser.error("--profile_trace needs --profile ROWS (the number of ops to print)")
     if args.tf32 and args.device != "cuda":
         parser.error("--tf32 needs --device cuda (TF32 is an NVIDIA tensor-core format)")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -207,8 +215,9 @@ def time_trainer(args, tokenizer, windows, collator, dtype_name):
     return np.diff(clock.times), result.training_loss
 
 
-def time_bare_loop(args, tokenizer, batches, dtype_name):
-    """Seconds of each bare PyTorch step after burn-in, and the mean loss over all steps."""
+def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
+    """Seconds of each bare PyTorch step after burn-in, and the mean loss over all steps. A torch.profiler given
+    here records the timed steps only (burn-in, where compilation happens, stays out of the table)."""
     with tempfile.TemporaryDirectory() as output_dir:
         training_args = make_training_args(args, output_dir, dtype_name)
     model = build_model(args, tokenizer, training_args).to(args.device)
@@ -223,6 +232,8 @@ def time_bare_loop(args, tokenizer, batches, dtype_name):
         if step >= args.burn_in:
             synchronize(args.device)
             times.append(time.perf_counter())
+            if profiler is not None and step == args.burn_in:
+                profiler.start()
         batch = {key: value.to(args.device, non_blocking=True) for key, value in batch.items()}
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=dtype_name == "bf16"):
             loss = step_model(**batch).loss
@@ -235,7 +246,27 @@ def time_bare_loop(args, tokenizer, batches, dtype_name):
         total_loss += loss.detach()
     synchronize(args.device)
     times.append(time.perf_counter())
+    if profiler is not None:
+        profiler.stop()
     return np.diff(times), total_loss.item() / len(batches)
+
+
+def profile_bare_loop(args, tokenizer, batches, dtype_name):
+    """Prints the ops with the most self time on the device over the bare loop's timed steps (a separate pass, so
+    profiling overhead never touches the figures above), and writes the trace if asked."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if args.device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    profiler = torch.profiler.profile(activities=activities)
+    seconds, _ = time_bare_loop(args, tokenizer, batches, dtype_name, profiler)
+    sort_by = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
+    print(f"profile, {dtype_name} bare loop, {args.steps} timed steps ({seconds.sum():.3g} s under the profiler), "
+          f"sorted by {sort_by}:", flush=True)
+    print(profiler.key_averages().table(sort_by=sort_by, row_limit=args.profile, max_name_column_width=60),
+          flush=True)
+    if args.profile_trace:
+        profiler.export_chrome_trace(args.profile_trace)
+        print(f"trace written to {args.profile_trace} (open in https://ui.perfetto.dev)", flush=True)
 
 
 def free_memory(device):
@@ -274,6 +305,9 @@ def run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peak
     line += (f" ({device_name(args.device)}) | best of {args.steps} steps, median {np.median(trainer_seconds):.3g} "
              f"vs {np.median(bare_seconds):.3g} s | mean loss {trainer_loss:.4f} vs {bare_loss:.4f}")
     print(line, flush=True)
+    if args.profile:
+        profile_bare_loop(args, tokenizer, batches, dtype_name)
+        free_memory(args.device)
 
 
 def main(argv=None):
