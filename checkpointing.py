@@ -17,11 +17,16 @@ Non-finite loss (--nan_policy). `stop`: raise NonFiniteLossError before the opti
 checkpoint of the bad state is ever written. `skip`: drop the gradients of the whole optimizer step (all its
 micro-batches), so AdamW leaves every parameter and moment untouched; the step still counts (data and the
 learning-rate schedule move on) and `skipped_nonfinite_steps` is added to every training log. All processes agree
-(one all-reduce of a flag per micro-batch), so they stop or skip together. Under DeepSpeed the engine steps inside
-backward, before this check: `skip` is refused there.
+(one all-reduce of a flag per micro-batch), so they stop or skip together. A finite loss can still give inf/NaN
+gradients (an overflow inside backward), and clipping then turns every gradient into NaN: so HF's pre-clip
+gradient norm is checked too, before the optimizer step, with the same policy (the gradients are already
+all-reduced, so every process sees the same norm); not under fp16 loss scaling, whose scaler skips steps with inf
+gradients and lowers the scale, as it should. Under DeepSpeed the engine steps inside backward, before
+these checks: `skip` is refused there, and `stop` stops before the bad state is saved.
 """
 import json
 import logging
+import math
 import os
 import shutil
 from pathlib import Path
@@ -120,7 +125,7 @@ class SafeCheckpointMixin:
         if not self.loss_is_finite(loss):
             step = self.state.global_step + 1
             if self.nan_policy == "stop":
-                raise NonFiniteLossError(stop_message(loss, step, self.args.output_dir))
+                raise NonFiniteLossError(self.stop_message(f"loss ({loss.item()})", step))
             self._bad_step = True
             logger.warning("non-finite loss (%s) at step %d: skipping this step's update (--nan_policy skip)",
                            loss.item(), step)
@@ -131,6 +136,30 @@ class SafeCheckpointMixin:
                 self.skipped_steps += 1
                 self._bad_step = False
         return loss
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        """HF's pre-clip gradient norm (computed even without clipping), checked before the optimizer step."""
+        grad_norm = super()._get_grad_norm(model, grad_norm)
+        if self.args.fp16:  # loss scaling (AMP's or DeepSpeed's): inf gradients are routine, its scaler skips them
+            return grad_norm
+        if grad_norm is None or math.isfinite(float(grad_norm)):
+            return grad_norm
+        step = self.state.global_step + 1
+        if self.nan_policy == "stop":
+            raise NonFiniteLossError(self.stop_message(f"gradient norm ({float(grad_norm)}) with a finite loss", step))
+        logger.warning("non-finite gradient norm (%s) at step %d: skipping this step's update (--nan_policy skip)",
+                       float(grad_norm), step)
+        model.zero_grad(set_to_none=True)
+        self.skipped_steps += 1
+        return grad_norm
+
+    def stop_message(self, what, step):
+        last = checkpoint_manifest.latest_valid_checkpoint(self.args.output_dir)
+        resume = f"the last good checkpoint is {last}" if last else "no checkpoint was saved yet"
+        # DeepSpeed's engine has applied the update already; stopping still keeps it out of every checkpoint.
+        stopped = "before saving it" if self.is_deepspeed_enabled else "before applying it"
+        return (f"non-finite {what} at step {step}; training stopped {stopped}, {resume}. Lower --learning_rate, "
+                "prefer --bf16 to --fp16, or pass --nan_policy skip to skip such steps")
 
     def loss_is_finite(self, loss):
         """One flag all processes agree on, so they stop or skip the same step."""
@@ -152,12 +181,6 @@ def check_nan_policy(policy, deepspeed):
         raise UsageError("--nan_policy skip cannot undo a DeepSpeed step (the engine steps inside backward); "
                          "use --nan_policy stop")
 
-
-def stop_message(loss, step, output_dir):
-    last = checkpoint_manifest.latest_valid_checkpoint(output_dir)
-    resume = f"the last good checkpoint is {last}" if last else "no checkpoint was saved yet"
-    return (f"non-finite loss ({loss.item()}) at step {step}; training stopped before applying it, {resume}. "
-            "Lower --learning_rate or --max_grad_norm, or pass --nan_policy skip to skip such steps")
 
 
 def skips_logged(checkpoint):

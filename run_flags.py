@@ -141,9 +141,10 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
                 "first match wins: --param_group_lr 'lm_head|shared=1e-3' '.*=1e-4' (or one comma-separated "
                 "string, or a YAML list). Every parameter must match some item; each item must match something."})
     nan_policy: str = field(default="stop", metadata={
-        "help": "What a NaN/inf training loss does: stop (default; raise naming the step, before the update is "
-                "applied, so the last checkpoint stays the last good state) or skip (drop that optimizer step's "
-                "update, count it in the logs as skipped_nonfinite_steps; not with --deepspeed). "
+        "help": "What a NaN/inf training loss (or NaN/inf gradient norm) does: stop (default; raise naming the "
+                "step, before the update is applied, so the last checkpoint stays the last good state) or skip "
+                "(drop that optimizer step's update, count it in the logs as skipped_nonfinite_steps; not with "
+                "--deepspeed). "
                 "See checkpointing.py."})
 
     def __post_init__(self):

@@ -3,6 +3,7 @@ the best and the resumed-from checkpoint, NaN losses stop or are skipped, SIGTER
 import functools
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -101,8 +102,8 @@ class BrokenCheckpointTest(OneThreadTestCase):
                          ["checkpoint-4", "checkpoint-6", "checkpoint-10"])
 
 
-def nan_loss_at(call):
-    """Patches T5's forward so that the `call`-th training forward returns a NaN loss (test-only fault)."""
+def fault_at(call, fault):
+    """Patches T5's forward so that `fault(output)` hits the `call`-th training forward (test-only fault)."""
     original = T5ForConditionalGeneration.forward
     calls = []
 
@@ -112,9 +113,22 @@ def nan_loss_at(call):
         if model.training:
             calls.append(None)
             if len(calls) == call:
-                output.loss = output.loss * float("nan")
+                fault(output)
         return output
     return mock.patch.object(T5ForConditionalGeneration, "forward", forward)
+
+
+def nan_loss_at(call):
+    def make_nan(output):
+        output.loss = output.loss * float("nan")
+    return fault_at(call, make_nan)
+
+
+def inf_gradient_at(call):
+    """The loss stays finite; backward multiplies its gradient by inf (an overflow inside backward)."""
+    def overflow_in_backward(output):
+        output.loss.register_hook(lambda grad: grad * float("inf"))
+    return fault_at(call, overflow_in_backward)
 
 
 class NonFiniteLossTest(OneThreadTestCase):
@@ -140,6 +154,27 @@ class NonFiniteLossTest(OneThreadTestCase):
         logs = load_log_history(out)
         self.assertEqual([entry["skipped_nonfinite_steps"] for entry in logs], [0, 0, 1, 1])
         self.assertTrue(all(torch.isfinite(t).all() for t in step4.values()))
+
+    def test_an_inf_gradient_with_a_finite_loss_stops_before_the_update(self):
+        out = self.dir / "run"
+        with inf_gradient_at(3), self.assertRaisesRegex(
+                checkpointing.NonFiniteLossError, r"non-finite gradient norm \((inf|nan)\) with a finite loss at "
+                                                  rf"step 3; training stopped before applying it, .*{out / 'checkpoint-2'}"):
+            pre_train_t5.main(self.run_flags(out, max_steps=6))
+        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], ["checkpoint-2"])
+
+    def test_skip_drops_an_inf_gradient_update_and_training_goes_on_finite(self):
+        out = self.dir / "run"
+        with inf_gradient_at(3):
+            pre_train_t5.main(self.run_flags(out, save_steps=1, nan_policy="skip"))
+        step2, step3, step4 = (load_file(out / f"checkpoint-{n}" / "model.safetensors") for n in (2, 3, 4))
+        for name, tensor in step2.items():
+            self.assertTrue(step3[name].equal(tensor), f"{name} changed in the skipped step")
+        self.assertTrue(all(torch.isfinite(t).all() for t in step4.values()))
+        self.assertFalse(all(step4[name].equal(tensor) for name, tensor in step2.items()))
+        logs = load_log_history(out)
+        self.assertEqual([entry["skipped_nonfinite_steps"] for entry in logs], [0, 0, 1, 1])
+        self.assertTrue(all(math.isfinite(entry["loss"]) for entry in logs))
 
     def test_an_unknown_policy_is_refused(self):
         with self.assertRaisesRegex(UsageError, "--nan_policy='ignore'; choices: stop, skip"):
