@@ -4,6 +4,7 @@
     .venv/bin/python bench/pretrain_throughput.py --dtype bf16 --batch_size 1 --burn_in 1 --steps 1
     python bench/pretrain_throughput.py --device cuda --model_size t5-base --dtype bf16 --batch_size 64
     python bench/pretrain_throughput.py --device cuda ... --profile 30 --profile_trace step.json   # where time goes
+    python bench/pretrain_throughput.py --device cuda ... --compile_mode max-autotune               # compile modes
 
 Both arms train the same model (modeling.build_model from a --model_size preset, built after the same seed) on the
 same batches: (burn_in + steps) x batch_size random windows of tokens_length ids from a fixed seed, corrupted by
@@ -83,6 +84,9 @@ def parse_args(argv=None):
                         help="bf16 = autocast (Trainer's --bf16). 'both' skips bf16, saying so, where bf16 matmuls "
                              "are slower than fp32 ones (CPUs without AVX512-BF16/AMX); --dtype bf16 forces it")
     parser.add_argument("--compile", action="store_true", help="torch.compile both arms (Trainer's --torch_compile)")
+    parser.add_argument("--compile_mode", default=None,
+                        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+                        help="torch.compile mode for both arms (Trainer's --torch_compile_mode); implies --compile")
     parser.add_argument("--tf32", action="store_true",
                         help="CUDA: TF32 for fp32 matmuls in both arms (Trainer's --tf32), incl. those autocast leaves")
     parser.add_argument("--attn_implementation", choices=("sdpa", "eager"), default=None,
@@ -100,6 +104,7 @@ def parse_args(argv=None):
     if args.burn_in < 1 or args.steps < 1:
         parser.error(f"--burn_in={args.burn_in} and --steps={args.steps} must be >= 1: the clock starts at the end "
                      "of the last burn-in step")
+    args.compile = args.compile or args.compile_mode is not None
     if args.profile_trace and not args.profile:
         parser.error("--profile_trace needs --profile ROWS (the number of ops to print)")
     if args.tf32 and args.device != "cuda":
@@ -175,6 +180,7 @@ def make_training_args(args, output_dir, dtype_name):
     return T5TrainingArguments(
         output_dir=output_dir, per_device_train_batch_size=args.batch_size, max_steps=args.burn_in + args.steps,
         bf16=dtype_name == "bf16", tf32=args.tf32 or None, torch_compile=args.compile,
+        torch_compile_mode=args.compile_mode,
         use_cpu=args.device == "cpu", seed=args.seed, dataloader_num_workers=args.dataloader_num_workers,
         save_strategy="no", report_to="none", disable_tqdm=True, **extra)
 
@@ -225,7 +231,7 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
     optimizer = optimizer_cls(model.parameters(), **optimizer_kwargs)
     scheduler = get_scheduler(training_args.lr_scheduler_type, optimizer, training_args.get_warmup_steps(len(batches)),
                               len(batches))
-    step_model = torch.compile(model) if args.compile else model
+    step_model = torch.compile(model, mode=args.compile_mode) if args.compile else model
     model.train()
     total_loss, times = torch.zeros((), device=args.device), []
     for step, batch in enumerate(batches):
