@@ -2,6 +2,7 @@
 stream put at a recorded position continues exactly where the uninterrupted one did, without re-tokenising what
 came before."""
 import json
+import threading
 from pathlib import Path
 from unittest import mock
 
@@ -33,7 +34,8 @@ class CountingTokenizer:
         return self.tokenizer(texts, **kwargs)
 
 
-class PackedWindowStreamTest(parameterized.TestCase):
+class StreamTestCase(parameterized.TestCase):
+    """A multi-file paragraph corpus (real text) and streams over it."""
 
     @classmethod
     def setUpClass(cls):
@@ -54,6 +56,9 @@ class PackedWindowStreamTest(parameterized.TestCase):
         raw = datasets.load_dataset("text", data_files={"train": self.files}, split="train", streaming=True,
                                     sample_by="paragraph")
         return PackedWindowStream(data.tokenize_documents(raw, tokenizer or self.tokenizer, "text"), WINDOW, **kwargs)
+
+
+class PackedWindowStreamTest(StreamTestCase):
 
     def test_windows_equal_map_style_packing(self):
         raw = datasets.load_dataset("text", data_files={"train": self.files}, split="train", sample_by="paragraph",
@@ -94,7 +99,7 @@ class PackedWindowStreamTest(parameterized.TestCase):
             position = stream.position(late)
 
             counting = CountingTokenizer(self.tokenizer)
-            resumed = self.stream(counting)
+            resumed = self.stream(counting, prefetch=0)  # counts what one window costs, without reading ahead
             resumed.load_position(position)
             counting.documents = 0  # reading the columns at build time does not count
             window = next(iter(resumed))
@@ -129,6 +134,60 @@ class PackedWindowStreamTest(parameterized.TestCase):
             stream.position(1)
         with self.assertRaisesRegex(ValueError, "stream position lacks documents, offset"):
             stream.load_position({"epoch": 0, "window": 3})
+
+
+class FailingTokenizer(CountingTokenizer):
+    """The T5 tokenizer until `after` documents have been tokenised, then an error (a broken input)."""
+
+    def __init__(self, tokenizer, after):
+        super().__init__(tokenizer)
+        self.after = after
+
+    def __call__(self, texts, **kwargs):
+        if self.documents >= self.after:
+            raise RuntimeError(f"broken document after {self.documents}")
+        return super().__call__(texts, **kwargs)
+
+
+def prefetch_threads():
+    return [thread for thread in threading.enumerate() if thread.name == "stream-prefetch" and thread.is_alive()]
+
+
+class ReadingAheadTest(StreamTestCase):
+    """A background thread reads and cuts windows ahead; what the stream hands out and records does not change."""
+
+    def test_reading_ahead_hands_out_and_records_what_reading_in_line_does(self):
+        in_line, ahead = self.stream(prefetch=0), self.stream(prefetch=4)
+        expected = list(in_line) + list(in_line)
+        iterator = iter(ahead)
+        got = [next(iterator)]
+        self.assertLen(prefetch_threads(), 1)  # reading ahead while the first window is out
+        got += list(iterator) + list(ahead)
+        self.assertEmpty(prefetch_threads())  # each finished epoch stops its thread
+        self.assertEqual([(w["window_index"], w["stream_epoch"]) for w in got],
+                         [(w["window_index"], w["stream_epoch"]) for w in expected])
+        for have, want in zip(got, expected):
+            np.testing.assert_array_equal(have["input_ids"], want["input_ids"])
+        for window_id in range(len(expected) + 1):
+            self.assertEqual(json.dumps(ahead.position(window_id)), json.dumps(in_line.position(window_id)))
+
+    def test_an_abandoned_iteration_stops_reading_before_the_next_one_starts(self):
+        stream = self.stream(prefetch=4)
+        iterator = iter(stream)
+        for _ in range(5):
+            next(iterator)
+        abandoned = stream.prefetcher.thread
+        restarted = list(stream)  # what the Trainer does at a new epoch while the old iterator is still referenced
+        self.assertFalse(abandoned.is_alive())
+        np.testing.assert_array_equal(np.stack([w["input_ids"] for w in restarted]),
+                                      np.stack([w["input_ids"] for w in self.stream(prefetch=0)]))
+
+    def test_an_error_while_reading_ahead_reaches_the_consumer(self):
+        with mock.patch.object(data, "TOKENIZE_BATCH_SIZE", 8):
+            stream = self.stream(FailingTokenizer(self.tokenizer, after=16), prefetch=4)
+            with self.assertRaisesRegex(RuntimeError, "broken document after 16"):
+                list(stream)
+        self.assertEmpty(prefetch_threads())
 
 
 class StreamPositionCollatorTest(absltest.TestCase):
