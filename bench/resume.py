@@ -5,7 +5,7 @@
 What is measured: from `trainer.train(resume_from_checkpoint=...)` being called to the end of the first
 `training_step` (loading model/optimizer/scheduler/RNG, checking the manifest, putting the data where the run
 stopped, one forward/backward), and how much data was read meanwhile (map-style: dataset rows; streamed: windows
-cut from the stream). A real step-1000 run would cost minutes, so checkpoint-1000 is checkpoint-10 with
+the stream handed to the data loader; its background thread also reads ahead of them, as in training). A real step-1000 run would cost minutes, so checkpoint-1000 is checkpoint-10 with
 `global_step` (and `epoch`) in trainer_state.json set to 1000 and its manifest rewritten; its weights and
 scheduler are those of step 10, its data position is real:
 
@@ -83,8 +83,8 @@ def stream_position(argv, window):
 def time_to_first_step(argv):
     """Seconds from train() to the end of the first training_step, and the rows/windows read meanwhile."""
     marks, read = {}, [0]
-    trainer_class, getitems, cut = pre_train_t5.PretrainTrainer, datasets.Dataset.__getitems__, \
-        PackedWindowStream._cut_windows
+    trainer_class, getitems, hand_out = pre_train_t5.PretrainTrainer, datasets.Dataset.__getitems__, \
+        PackedWindowStream._hand_out
     train, step = trainer_class.train, trainer_class.training_step
 
     def timed_train(self, *args, **kwargs):
@@ -100,18 +100,18 @@ def time_to_first_step(argv):
         read[0] += len(keys)
         return getitems(self, keys)
 
-    def counted_cut(self, start):
-        for window in cut(self, start):
+    def counted_hand_out(self, start, windows):
+        for window in hand_out(self, start, windows):
             read[0] += 1
             yield window
 
     trainer_class.train, trainer_class.training_step = timed_train, timed_step
-    datasets.Dataset.__getitems__, PackedWindowStream._cut_windows = counted_getitems, counted_cut
+    datasets.Dataset.__getitems__, PackedWindowStream._hand_out = counted_getitems, counted_hand_out
     try:
         pre_train_t5.main(argv)
     finally:
         trainer_class.train, trainer_class.training_step = train, step
-        datasets.Dataset.__getitems__, PackedWindowStream._cut_windows = getitems, cut
+        datasets.Dataset.__getitems__, PackedWindowStream._hand_out = getitems, hand_out
     end, data_read = marks["first_step"]
     return end - marks["start"], data_read
 
