@@ -31,3 +31,4 @@ bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/padding.py
 	$(OFFLINE) $(PY) bench/pretrain_throughput.py --threads 1
 	$(OFFLINE) $(PY) bench/resume.py
+	$(OFFLINE) $(PY) bench/stream_prefetch.py
