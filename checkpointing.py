@@ -182,7 +182,6 @@ def check_nan_policy(policy, deepspeed):
                          "use --nan_policy stop")
 
 
-
 def skips_logged(checkpoint):
     """The skip count of the last log line in the checkpoint's trainer_state.json, so a resumed run continues it."""
     state_file = Path(checkpoint or "") / TRAINER_STATE_NAME

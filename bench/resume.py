@@ -5,9 +5,10 @@
 What is measured: from `trainer.train(resume_from_checkpoint=...)` being called to the end of the first
 `training_step` (loading model/optimizer/scheduler/RNG, checking the manifest, putting the data where the run
 stopped, one forward/backward), and how much data was read meanwhile (map-style: dataset rows; streamed: windows
-the stream handed to the data loader; its background thread also reads ahead of them, as in training). A real step-1000 run would cost minutes, so checkpoint-1000 is checkpoint-10 with
-`global_step` (and `epoch`) in trainer_state.json set to 1000 and its manifest rewritten; its weights and
-scheduler are those of step 10, its data position is real:
+the stream handed to the data loader; its background thread also reads ahead of them, as in training). A real
+step-1000 run would cost minutes, so checkpoint-1000 is checkpoint-10 with `global_step` (and `epoch`) in
+trainer_state.json set to 1000 and its manifest rewritten; its weights and scheduler are those of step 10, its
+data position is real:
 
 - map-style (austen-persuasion): 2 whole epochs of 383 steps are not iterated at all, then 234 batches of epoch 2
   are skipped by index in the batch sampler (accelerate's SkipBatchSampler);
