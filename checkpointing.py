@@ -142,13 +142,14 @@ class SafeCheckpointMixin:
         grad_norm = super()._get_grad_norm(model, grad_norm)
         if self.args.fp16:  # loss scaling (AMP's or DeepSpeed's): inf gradients are routine, its scaler skips them
             return grad_norm
-        if grad_norm is None or math.isfinite(float(grad_norm)):
+        norm = None if grad_norm is None else float(grad_norm)
+        if norm is None or math.isfinite(norm):
             return grad_norm
         step = self.state.global_step + 1
         if self.nan_policy == "stop":
-            raise NonFiniteLossError(self.stop_message(f"gradient norm ({float(grad_norm)}) with a finite loss", step))
+            raise NonFiniteLossError(self.stop_message(f"gradient norm ({norm}) with a finite loss", step))
         logger.warning("non-finite gradient norm (%s) at step %d: skipping this step's update (--nan_policy skip)",
-                       float(grad_norm), step)
+                       norm, step)
         model.zero_grad(set_to_none=True)
         self.skipped_steps += 1
         return grad_norm

@@ -144,8 +144,7 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         "help": "What a NaN/inf training loss (or NaN/inf gradient norm) does: stop (default; raise naming the "
                 "step, before the update is applied, so the last checkpoint stays the last good state) or skip "
                 "(drop that optimizer step's update, count it in the logs as skipped_nonfinite_steps; not with "
-                "--deepspeed). "
-                "See checkpointing.py."})
+                "--deepspeed). See checkpointing.py."})
 
     def __post_init__(self):
         if not self.output_dir:
