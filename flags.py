@@ -130,7 +130,8 @@ def _check_overrides(parser, remaining):
         return
     unknown = next((token for token in remaining if token.startswith("--")), remaining[0])
     name = "--" + unknown.lstrip("-").split("=")[0]
-    raise UsageError(unknown_name_message("flag", name, "the command line", ["--" + d for d in _parser_actions(parser)]))
+    known = ["--" + dest for dest in _parser_actions(parser)]
+    raise UsageError(unknown_name_message("flag", name, "the command line", known))
 
 
 def _build_dataclasses(dataclass_types, namespace):
@@ -181,9 +182,21 @@ def parse_flags(dataclass_types, argv):
 
 
 def run_cli(main):
-    """Runs an entry script's main() for `__main__`: a UsageError becomes one `error:` line and exit code 2."""
+    """Runs an entry script's main() for `__main__`: a UsageError becomes one `error:` line and exit code 2; a run
+    that finished leaves its process group."""
     try:
         main()
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    leave_process_group()
+
+
+def leave_process_group():
+    """Destroys the distributed process group, if any. Left to the interpreter's exit, gloo's worker threads can
+    abort a run that succeeded ("terminate called without an active exception", SIGABRT, a failed launcher). Only
+    after success: a rank leaving while another is still inside a collective could hang it."""
+    import torch.distributed  # here: parsing flags needs no torch
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()

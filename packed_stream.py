@@ -29,9 +29,11 @@ tokenizer works. The main thread still records the positions, in the order it ha
 positions and resume are exactly those of reading in line (`prefetch=0`). Streams with `max_windows` (evaluation,
 held-out windows) read in line: they stop early, and reading ahead would only read more than they use.
 """
+import atexit
 import collections
 import queue
 import threading
+import weakref
 
 import numpy as np
 import torch
@@ -40,6 +42,17 @@ WINDOW_INDEX = "window_index"
 STREAM_EPOCH = "stream_epoch"
 POSITION_KEYS = ("epoch", "window", "documents", "offset")
 PREFETCH_WINDOWS = 2048  # ~2 tokenisation batches of C4-sized documents at 568 ids; 9 MB of int64 ids
+RUNNING_PREFETCHERS = weakref.WeakSet()
+
+
+@atexit.register
+def stop_reading_ahead():
+    """Stops the threads still reading when the program ends: a training loop stopped at max_steps leaves its
+    iteration unfinished. The interpreter would kill such a daemon thread wherever it stands, and one killed inside
+    native code (the tokenizer, torch) aborts the process ("terminate called without an active exception") after a
+    run that succeeded. atexit runs before that."""
+    for prefetcher in list(RUNNING_PREFETCHERS):
+        prefetcher.close()
 
 
 class Prefetcher:
@@ -53,6 +66,7 @@ class Prefetcher:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._produce, args=(iterator,), name="stream-prefetch", daemon=True)
         self.thread.start()
+        RUNNING_PREFETCHERS.add(self)
 
     def _put(self, item):
         while not self.stop.is_set():
@@ -86,6 +100,7 @@ class Prefetcher:
     def close(self):
         self.stop.set()
         self.thread.join()
+        RUNNING_PREFETCHERS.discard(self)
 
 
 def epoch_start(epoch, window):

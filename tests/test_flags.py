@@ -2,6 +2,7 @@
 import dataclasses
 from pathlib import Path
 
+import torch
 import yaml
 from absl.testing import absltest, parameterized
 
@@ -143,6 +144,14 @@ class FlagsTest(parameterized.TestCase):
         with self.assertRaises(SystemExit) as exit_info:
             flags.run_cli(bad_main)
         self.assertEqual(exit_info.exception.code, 2)
+
+    def test_run_cli_leaves_the_process_group_of_a_finished_run(self):
+        store = Path(self.create_tempdir().full_path) / "store"
+
+        def distributed_main():
+            torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+        flags.run_cli(distributed_main)
+        self.assertFalse(torch.distributed.is_initialized())
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 stream put at a recorded position continues exactly where the uninterrupted one did, without re-tokenising what
 came before."""
 import json
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 from unittest import mock
@@ -188,6 +191,33 @@ class ReadingAheadTest(StreamTestCase):
             with self.assertRaisesRegex(RuntimeError, "broken document after 16"):
                 list(stream)
         self.assertEmpty(prefetch_threads())
+
+
+    def test_a_program_ending_mid_iteration_stops_the_reading_thread_first(self):
+        """A run stopped at max_steps ends with its iteration unfinished. The interpreter kills daemon threads where
+        they stand, which aborts the process when one is inside native code (the tokenizer); the reading thread
+        must be stopped, closing its document stream, before that. The child's document stream notes its close."""
+        closed = Path(self.create_tempdir().full_path) / "closed"
+        child = textwrap.dedent(f"""
+            import itertools, sys
+            sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+            from packed_stream import PackedWindowStream
+
+            class Documents:  # endless, as a streamed corpus seems to a run that stops at max_steps
+                def set_epoch(self, epoch): pass
+                def state_dict(self): return {{}}
+                def __iter__(self):
+                    try:
+                        for i in itertools.count():
+                            yield {{"input_ids": [i % 100] * 7}}
+                    finally:
+                        open({str(closed)!r}, "w").close()
+
+            iterator = iter(PackedWindowStream(Documents(), 5, prefetch=4))
+            next(iterator)  # the thread has read ahead and waits for room; the program ends
+            """)
+        subprocess.run([sys.executable, "-c", child], check=True, timeout=60)
+        self.assertTrue(closed.exists())
 
 
 class StreamPositionCollatorTest(absltest.TestCase):
