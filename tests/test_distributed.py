@@ -2,6 +2,7 @@
 torchrun and accelerate, and DeepSpeed ZeRO-2/ZeRO-3 (which run on CPU under torchrun)."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from test_pre_train_t5 import tiny_run_flags
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 STEPS = 4
+CAUSE_MARKERS = re.compile(r"Error|error:|terminate called|Traceback|Signal \d+|exitcode")
 
 
 def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
@@ -41,7 +43,10 @@ def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
     result = subprocess.run([*commands[launcher], str(REPO / script), *argv], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
-        raise AssertionError(f"{launcher} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+        # The launcher's summary fills the tail; the lines that say what went wrong may be far above it.
+        causes = [line for line in result.stderr.splitlines() if CAUSE_MARKERS.search(line)]
+        raise AssertionError(f"{launcher} failed ({result.returncode}); lines naming the cause:\n"
+                             + "\n".join(causes[-20:]) + f"\n... stderr tail:\n{result.stderr[-3000:]}")
     return result
 
 
