@@ -3,6 +3,7 @@ torchrun and accelerate, and DeepSpeed ZeRO-2/ZeRO-3 (which run on CPU under tor
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,22 +24,30 @@ STEPS = 4
 CAUSE_MARKERS = re.compile(r"Error|error:|terminate called|Traceback|Signal \d+|exitcode")
 
 
+def free_port():
+    """A TCP port nothing listens on now (the kernel picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
 def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
     """Runs an entry script under a launcher with 2 CPU processes; returns the completed process."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT="29517")
+    port = free_port()  # a fresh one per launch: the last launch's port may still be held by the kernel
+    env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT=port)
     commands = {
-        "torchrun": [str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", "29517"],
+        "torchrun": [str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", port],
         # `accelerate launch --cpu --num_processes 2` silently starts one process; --multi_gpu starts two,
         # and --use_cpu true in our flags keeps them on the CPU (gloo).
         # DeepSpeed's own launcher runs on CPU too (it passes --local_rank=N, which our flags accept).
-        "deepspeed": [str(VENV_BIN / "deepspeed"), "--num_gpus", "2", "--master_port", "29517"],
+        "deepspeed": [str(VENV_BIN / "deepspeed"), "--num_gpus", "2", "--master_port", port],
         # accelerate with a DeepSpeed config: the JSON comes from the launcher, not from --deepspeed.
         "accelerate_zero2": [str(VENV_BIN / "accelerate"), "launch", "--use_deepspeed", "--deepspeed_config_file",
                              str(REPO / "zero_stage2_config.json"), "--num_processes", "2", "--num_machines", "1",
-                             "--main_process_port", "29517"],
+                             "--main_process_port", port],
         "accelerate": [str(VENV_BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
                        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                       "--main_process_port", "29517"],
+                       "--main_process_port", port],
     }
     result = subprocess.run([*commands[launcher], str(REPO / script), *argv], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=timeout)
