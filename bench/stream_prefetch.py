@@ -113,5 +113,6 @@ def main(argv=None):
           f"steps/s; data time per step {(inline.mean() - args.step_seconds) * 1e3:.0f} vs "
           f"{(ahead.mean() - args.step_seconds) * 1e3:.0f} ms | same windows: {same}")
 
+
 if __name__ == "__main__":
     main()

@@ -192,7 +192,6 @@ class ReadingAheadTest(StreamTestCase):
                 list(stream)
         self.assertEmpty(prefetch_threads())
 
-
     def test_a_program_ending_mid_iteration_stops_the_reading_thread_first(self):
         """A run stopped at max_steps ends with its iteration unfinished. The interpreter kills daemon threads where
         they stand, which aborts the process when one is inside native code (the tokenizer); the reading thread
