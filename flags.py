@@ -3,12 +3,16 @@
     python pre_train_t5.py configs/quickstart.yaml --learning_rate 3e-4 --max_steps=200
     python pre_train_t5.py runs/quickstart/config.yaml          # the resolved flags of an earlier run
 
-The dataclasses every entry script shares live in `run_flags.py`; this module only parses and validates.
+The dataclasses every entry script shares live in `run_flags.py`; this module parses and validates them, and
+`run_cli` runs an entry script's main() the way its `__main__` needs (usage errors, a clean distributed exit).
 """
+import atexit
 import dataclasses
 import difflib
 import enum
+import os
 import sys
+import threading
 from pathlib import Path
 
 import yaml
@@ -183,20 +187,43 @@ def parse_flags(dataclass_types, argv):
 
 def run_cli(main):
     """Runs an entry script's main() for `__main__`: a UsageError becomes one `error:` line and exit code 2; a run
-    that finished leaves its process group."""
+    that finished, or stopped cleanly for pre-emption (SystemExit 0, signals.py), leaves its process group and,
+    if it had one, exits without the interpreter's teardown."""
     try:
         main()
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    leave_process_group()
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            raise
+    if leave_process_group():
+        exit_before_teardown()
 
 
 def leave_process_group():
-    """Destroys the distributed process group, if any. Left to the interpreter's exit, gloo's worker threads can
-    abort a run that succeeded ("terminate called without an active exception", SIGABRT, a failed launcher). Only
-    after success: a rank leaving while another is still inside a collective could hang it."""
+    """Destroys the distributed process group, if any, and says whether there was one. Only after success: a rank
+    leaving while another is still inside a collective could hang it."""
     import torch.distributed  # here: parsing flags needs no torch
 
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return False
+    torch.distributed.destroy_process_group()
+    return True
+
+
+def exit_before_teardown():
+    """Ends a distributed process that succeeded with exit code 0, as Python's own exit does (threads joined, atexit
+    handlers run: logs, W&B, read-ahead threads, streams flushed) but without tearing the interpreter down.
+
+    Why: a gloo worker thread may still be releasing the tensors of the last collective. destroy_process_group does
+    not stop it while DeepSpeed or accelerate still hold the group, and if it takes the GIL once the teardown has
+    begun, the rank aborts ("terminate called without an active exception", SIGABRT, a failed launch; PyTorch
+    checks Py_IsInitialized but not finalization, pytorch/pytorch#190489)."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,8 +1,10 @@
 """flags.py: YAML merge order, _include, command-line overrides, refusals, config.yaml round trip."""
 import dataclasses
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-import torch
 import yaml
 from absl.testing import absltest, parameterized
 
@@ -145,14 +147,51 @@ class FlagsTest(parameterized.TestCase):
             flags.run_cli(bad_main)
         self.assertEqual(exit_info.exception.code, 2)
 
-    def test_run_cli_leaves_the_process_group_of_a_finished_run(self):
+    @parameterized.named_parameters(("finished", "return"), ("stopped_for_preemption", "raise SystemExit(0)"))
+    def test_a_distributed_run_ends_before_the_interpreter_teardown_gloo_can_crash(self, end_of_main):
+        """The child holds its group (as DeepSpeed and accelerate do), so destroying it does not stop gloo's threads,
+        which still own the tensors of queued all_gathers when main() ends: a teardown would abort it now and then,
+        as CI saw. The run must end with code 0, its exit handlers run after it left the group, and no teardown
+        (a module global's __del__ would report one)."""
+        child = DISTRIBUTED_CHILD.replace("END_OF_MAIN", end_of_main)
         store = Path(self.create_tempdir().full_path) / "store"
+        result = subprocess.run([sys.executable, "-c", child, str(REPO), str(store)], capture_output=True, text=True,
+                                timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertNotIn("terminate called", result.stderr)
+        self.assertNotIn("interpreter teardown ran", result.stderr)
+        self.assertEqual(result.stdout.splitlines(), ["main done", "exit handler: process group initialized=False"])
 
-        def distributed_main():
-            torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-        flags.run_cli(distributed_main)
-        self.assertFalse(torch.distributed.is_initialized())
 
+REPO = Path(__file__).resolve().parents[1]
+DISTRIBUTED_CHILD = """
+import atexit, os, sys
+import torch, torch.distributed as dist
+sys.path.insert(0, sys.argv[1])
+import flags
+
+
+class TeardownWitness:
+    def __del__(self, write=os.write):  # module globals are deleted only by the interpreter's teardown
+        write(2, b"interpreter teardown ran\\n")
+
+
+witness = TeardownWitness()
+held = []
+
+
+def main():
+    dist.init_process_group("gloo", init_method=f"file://{sys.argv[2]}", rank=0, world_size=1)
+    held.append(dist.distributed_c10d._get_default_group())
+    for _ in range(100):  # queued: gloo's threads are still working through them when main() ends
+        dist.all_gather([torch.empty(1000)], torch.ones(1000), async_op=True)
+    atexit.register(lambda: print(f"exit handler: process group initialized={dist.is_initialized()}"))
+    print("main done")
+    END_OF_MAIN
+
+
+flags.run_cli(main)
+"""
 
 if __name__ == "__main__":
     absltest.main()
