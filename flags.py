@@ -223,7 +223,7 @@ def exit_before_teardown():
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()
-    atexit._run_exitfuncs()
+    atexit._run_exitfuncs()  # private, but the only way to run the handlers without the teardown that follows
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
