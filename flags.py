@@ -187,34 +187,40 @@ def parse_flags(dataclass_types, argv):
 
 def run_cli(main):
     """Runs an entry script's main() for `__main__`: a UsageError becomes one `error:` line and exit code 2; a run
-    that finished, or stopped cleanly for pre-emption (SystemExit 0, signals.py), leaves its process group and,
-    if it had one, exits without the interpreter's teardown."""
+    that finished, or stopped cleanly for pre-emption (SystemExit 0, signals.py), leaves its process group. A
+    process that was in a group then ends without the interpreter's teardown (exit_before_teardown)."""
     try:
         main()
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
+        if in_process_group():  # refused after the launcher's group was formed: the group is not left (see below)
+            exit_before_teardown(2)
         sys.exit(2)
     except SystemExit as stop:
         if stop.code not in (0, None):
             raise
-    if leave_process_group():
-        exit_before_teardown()
+    if in_process_group():
+        leave_process_group()
+        exit_before_teardown(0)
+
+
+def in_process_group():
+    """Whether this process is in a torch.distributed group; imports no torch if nothing has (flag parsing)."""
+    distributed = sys.modules.get("torch.distributed")
+    return bool(distributed and distributed.is_available() and distributed.is_initialized())
 
 
 def leave_process_group():
-    """Destroys the distributed process group, if any, and says whether there was one. Only after success: a rank
-    leaving while another is still inside a collective could hang it."""
-    import torch.distributed  # here: parsing flags needs no torch
+    """Destroys the distributed process group. Only after success: a rank leaving while another is still inside a
+    collective could hang it."""
+    import torch.distributed
 
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return False
     torch.distributed.destroy_process_group()
-    return True
 
 
-def exit_before_teardown():
-    """Ends a distributed process that succeeded with exit code 0, as Python's own exit does (threads joined, atexit
-    handlers run: logs, W&B, read-ahead threads, streams flushed) but without tearing the interpreter down.
+def exit_before_teardown(code):
+    """Ends a distributed process with `code` as Python's own exit does (threads joined, atexit handlers run: logs,
+    W&B, read-ahead threads, streams flushed) but without tearing the interpreter down.
 
     Why: a gloo worker thread may still be releasing the tensors of the last collective. destroy_process_group does
     not stop it while DeepSpeed or accelerate still hold the group, and if it takes the GIL once the teardown has
@@ -226,4 +232,4 @@ def exit_before_teardown():
     atexit._run_exitfuncs()  # private, but the only way to run the handlers without the teardown that follows
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)

@@ -147,21 +147,24 @@ class FlagsTest(parameterized.TestCase):
             flags.run_cli(bad_main)
         self.assertEqual(exit_info.exception.code, 2)
 
-    @parameterized.named_parameters(("finished", "return"), ("stopped_for_preemption", "raise SystemExit(0)"))
-    def test_a_distributed_run_ends_before_the_interpreter_teardown_gloo_can_crash(self, end_of_main):
+    @parameterized.named_parameters(
+        ("finished", "return", 0, "process group initialized=False"),
+        ("stopped_for_preemption", "raise SystemExit(0)", 0, "process group initialized=False"),
+        ("refused", "raise flags.UsageError('--x is wrong; pass --y')", 2, "process group initialized=True"))
+    def test_a_distributed_run_ends_before_the_interpreter_teardown_gloo_can_crash(self, end_of_main, code, group):
         """The child holds its group (as DeepSpeed and accelerate do), so destroying it does not stop gloo's threads,
         which still own the tensors of queued all_gathers when main() ends: a teardown would abort it now and then,
-        as CI saw. The run must end with code 0, its exit handlers run after it left the group, and no teardown
-        (a module global's __del__ would report one)."""
+        as CI saw. The run must end with its code, its exit handlers run (after it left the group, if it succeeded),
+        and no teardown (a module global's __del__ would report one)."""
         child = DISTRIBUTED_CHILD.replace("END_OF_MAIN", end_of_main)
         store = Path(self.create_tempdir().full_path) / "store"
         result = subprocess.run([sys.executable, "-c", child, str(REPO), str(store)], capture_output=True, text=True,
                                 timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
-        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertEqual(result.returncode, code, result.stderr[-2000:])
         self.assertNotIn("terminate called", result.stderr)
         self.assertNotIn("interpreter teardown ran", result.stderr)
-        self.assertEqual(result.stdout.splitlines(), ["main done", "exit handler: process group initialized=False"])
-
+        self.assertEqual(result.stdout.splitlines(), ["main done", f"exit handler: {group}"])
+        self.assertEqual(result.stderr.strip(), "error: --x is wrong; pass --y" if code else "")
 
 REPO = Path(__file__).resolve().parents[1]
 DISTRIBUTED_CHILD = """
