@@ -166,6 +166,7 @@ class FlagsTest(parameterized.TestCase):
         self.assertEqual(result.stdout.splitlines(), ["main done", f"exit handler: {group}"])
         self.assertEqual(result.stderr.strip(), "error: --x is wrong; pass --y" if code else "")
 
+
 REPO = Path(__file__).resolve().parents[1]
 DISTRIBUTED_CHILD = """
 import atexit, os, sys
@@ -195,6 +196,7 @@ def main():
 
 flags.run_cli(main)
 """
+
 
 if __name__ == "__main__":
     absltest.main()
