@@ -32,3 +32,4 @@ bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/pretrain_throughput.py --threads 1
 	$(OFFLINE) $(PY) bench/resume.py
 	$(OFFLINE) $(PY) bench/stream_prefetch.py
+	$(OFFLINE) $(PY) bench/attention_bias.py
