@@ -73,6 +73,27 @@ class PositionBiasDtypeTest(absltest.TestCase):
         self.assertLessEqual(float(error_after), 1.1 * float(error_before))
 
 
+class UnfusedAttentionWarningTest(parameterized.TestCase):
+    """modeling.warn_if_t5_attention_runs_unfused: an older transformers than requirements.txt asks for is named."""
+
+    @parameterized.named_parameters(("older", "5.17.0"), ("first_release_before", "5.19.2"))
+    def test_older_transformers_is_named_with_the_fix(self, version):
+        with self.assertLogs("modeling", level="WARNING") as logs:
+            modeling.warn_if_t5_attention_runs_unfused(version)
+        self.assertEqual(len(logs.output), 1)
+        self.assertIn(f"transformers {version} gives SDPA a non-contiguous T5 position-bias mask", logs.output[0])
+        self.assertIn("pip install 'transformers>=5.20'", logs.output[0])
+
+    @parameterized.named_parameters(("first_fixed", "5.20.0"), ("newer", "5.23.0"), ("dev", "5.24.0.dev0"))
+    def test_fixed_transformers_is_quiet(self, version):
+        with self.assertNoLogs("modeling", level="WARNING"):
+            modeling.warn_if_t5_attention_runs_unfused(version)
+
+    def test_the_floor_is_the_one_requirements_txt_asks_for(self):
+        requirements = (Path(__file__).resolve().parents[1] / "requirements.txt").read_text()
+        self.assertIn(f"transformers>={modeling.FUSED_T5_ATTENTION_SINCE} ", requirements)
+
+
 class ParamGroupsTest(parameterized.TestCase):
 
     def test_groups_follow_the_first_matching_regex(self):
