@@ -27,9 +27,9 @@ def check_t5_tokenizer(tokenizer, name):
     bad = [s for s, ids in zip(sentinels, encoded) if len(ids) != 1 or ids[0] == tokenizer.unk_token_id]
     if bad or len({ids[0] for ids in encoded}) != constants.NUM_SENTINELS:
         first = bad[0] if bad else "duplicate ids"
-        raise UsageError(f"tokenizer {name} lacks {len(bad) or 'distinct'} of the {constants.NUM_SENTINELS} sentinel tokens "
-                         f"<extra_id_0..{constants.NUM_SENTINELS - 1}> (first: {first}) that span corruption needs; use a T5 "
-                         "tokenizer or build one with train_tokenizer.py")
+        raise UsageError(f"tokenizer {name} lacks {len(bad) or 'distinct'} of the {constants.NUM_SENTINELS} "
+                         f"sentinel tokens <extra_id_0..{constants.NUM_SENTINELS - 1}> (first: {first}) that span "
+                         "corruption needs; use a T5 tokenizer or build one with train_tokenizer.py")
     return [ids[0] for ids in encoded]
 
 
