@@ -5,6 +5,8 @@ from pathlib import Path
 import yaml
 from absl.testing import absltest
 
+import modeling
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -30,6 +32,11 @@ class EnvironmentFilesTest(absltest.TestCase):
         for name, spec in specs.items():
             if name != "torch":
                 self.assertTrue(spec.startswith(">="), f"{name} needs a lower bound, has {spec!r}")
+
+    def test_transformers_floor_is_the_one_modeling_warns_below(self):
+        """modeling.warn_if_t5_attention_runs_unfused names the same version requirements.txt asks for."""
+        specs = requirement_lines((REPO / "requirements.txt").read_text().splitlines())
+        self.assertEqual(specs["transformers"], f">={modeling.FUSED_T5_ATTENTION_SINCE}")
 
     def test_conda_environment_lists_the_same_packages(self):
         conda = yaml.safe_load((REPO / "conda_environment_slurm.yml").read_text())

@@ -11,6 +11,8 @@ from absl.testing import absltest, parameterized
 import flags
 from flags import UsageError
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 @dataclasses.dataclass
 class ToyArguments:
@@ -167,7 +169,6 @@ class FlagsTest(parameterized.TestCase):
         self.assertEqual(result.stderr.strip(), "error: --x is wrong; pass --y" if code else "")
 
 
-REPO = Path(__file__).resolve().parents[1]
 DISTRIBUTED_CHILD = """
 import atexit, os, sys
 import torch, torch.distributed as dist
