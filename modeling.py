@@ -10,6 +10,7 @@ from transformers import AutoConfig, AutoTokenizer, T5Config, T5ForConditionalGe
 from transformers.models.t5.modeling_t5 import T5Attention
 
 import constants
+import t5_flex_attention  # noqa: F401  (registers --attn_implementation t5_flex with transformers)
 from flags import UsageError
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ def build_model(model_args, tokenizer):
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
     cast_position_bias_under_autocast(model)
+    model.set_attn_implementation(model_args.attn_implementation)
     warn_if_t5_attention_runs_unfused(transformers.__version__)
     return model
 

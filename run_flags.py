@@ -17,6 +17,7 @@ from flags import UsageError, closest_names
 FILE_BUILDERS = {".txt": "text", ".raw": "text", ".text": "text", ".json": "json", ".jsonl": "json",
                  ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
 SAMPLE_BY_CHOICES = ("paragraph", "line", "document")
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "t5_flex")
 
 
 @dataclass
@@ -31,6 +32,9 @@ class ModelArguments:
                 "Defaults to --model_name_or_path; required for random init (see train_tokenizer.py)."})
     dropout_rate: float = field(default=0.0, metadata={
         "help": "Dropout for random init. 0.0 as in T5 v1.1 pre-training; fine-tuning from a model keeps its own."})
+    attn_implementation: str = field(default="sdpa", metadata={
+        "help": "T5 attention kernels: sdpa (PyTorch's fused kernels), eager (plain matmuls), or t5_flex "
+                "(FlexAttention for unpadded encoder self-attention on a GPU, SDPA elsewhere; see t5_flex_attention)."})
     cache_dir: str = field(default=None, metadata={"help": "Where hub downloads are stored (HF default if unset)."})
     trust_remote_code: bool = field(default=False, metadata={
         "help": "Allow a hub model/dataset to run its own code. Off: only turn it on for repos you trust."})
@@ -48,6 +52,9 @@ class ModelArguments:
             self.tokenizer_name_or_path = self.model_name_or_path
         if not 0.0 <= self.dropout_rate < 1.0:
             raise UsageError(f"--dropout_rate={self.dropout_rate} must be in [0, 1)")
+        if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
+            raise UsageError(f"unknown --attn_implementation {self.attn_implementation!r}; "
+                             f"choices: {', '.join(ATTN_IMPLEMENTATIONS)}")
 
 
 def check_data_files(flag, paths):

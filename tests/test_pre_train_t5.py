@@ -121,6 +121,16 @@ class PreTrainEndToEndTest(TinyRunTestCase):
         for name, tensor in before.items():
             torch.testing.assert_close(after[name], tensor, rtol=1e-3, atol=1e-5)
 
+    def test_t5_flex_attention_trains_as_sdpa(self):
+        """--attn_implementation reaches the model, is saved in config.yaml, and t5_flex computes what sdpa does
+        (on CPU: SDPA without T5's all-zero cross-attention bias and without all-True masks)."""
+        sdpa, flex = self.dir / "sdpa", self.dir / "flex"
+        pre_train_t5.main(tiny_run_flags(str(sdpa), self.corpus, max_steps=4))
+        pre_train_t5.main(tiny_run_flags(str(flex), self.corpus, max_steps=4, attn_implementation="t5_flex"))
+        self.assertEqual(yaml.safe_load((flex / "config.yaml").read_text())["attn_implementation"], "t5_flex")
+        self.assertLen(train_losses(flex), 4)
+        np.testing.assert_allclose(train_losses(flex), train_losses(sdpa), rtol=1e-6)
+
 
 class PreTrainRefusalsTest(TinyRunTestCase):
     """Each bad input: UsageError naming the flag/file, and the output folder byte-identical to before."""

@@ -1,0 +1,141 @@
+"""--attn_implementation t5_flex: the same function as sdpa (losses, gradients, generation), the kernel chosen per
+attention kind, and no mask built where nothing is masked. FlexAttention's own backward needs a GPU (never in tests):
+on CPU its forward is checked against SDPA, and the GPU speed is bench/pretrain_throughput.py's."""
+import copy
+import types
+
+import torch
+from absl.testing import absltest, parameterized
+from torch.nn.attention.flex_attention import flex_attention
+from transformers import T5Config, T5ForConditionalGeneration
+from transformers.masking_utils import bidirectional_mask_function, causal_mask_function
+
+import t5_flex_attention
+from flags import UsageError
+from run_flags import ModelArguments
+
+
+def tiny_t5():
+    torch.manual_seed(0)
+    return T5ForConditionalGeneration(T5Config(
+        vocab_size=100, d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=4, decoder_start_token_id=0,
+        pad_token_id=0, eos_token_id=1, dropout_rate=0.0))
+
+
+def batch(padded):
+    torch.manual_seed(1)
+    ids, labels = torch.randint(2, 100, (3, 128)), torch.randint(2, 100, (3, 20))
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[1, 100:] = 0
+    return ids, (mask if padded else None), labels
+
+
+class SameFunctionAsSdpaTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(
+        ("unpadded", False, False), ("padded", True, False), ("unpadded_compiled", False, True))
+    def test_loss_and_gradients_match_sdpa(self, padded, compiled):
+        sdpa_model = tiny_t5()
+        flex_model = copy.deepcopy(sdpa_model)
+        flex_model.set_attn_implementation(t5_flex_attention.NAME)
+        ids, mask, labels = batch(padded)
+        results = []
+        for model in (sdpa_model, flex_model):
+            run = torch.compile(model) if compiled else model
+            loss = run(input_ids=ids, attention_mask=mask, labels=labels).loss
+            loss.backward()
+            results.append((loss.detach(), [p.grad for p in model.parameters()]))
+        (sdpa_loss, sdpa_grads), (flex_loss, flex_grads) = results
+        torch.testing.assert_close(flex_loss, sdpa_loss, rtol=1e-6, atol=1e-6)
+        for flex_grad, sdpa_grad in zip(flex_grads, sdpa_grads):
+            torch.testing.assert_close(flex_grad, sdpa_grad, rtol=1e-5, atol=1e-7)
+
+    @parameterized.named_parameters(("unpadded", False), ("padded", True))
+    def test_greedy_generation_matches_sdpa(self, padded):
+        """Decoding runs with a cache (one query against several keys), where a mask must not be dropped blindly."""
+        sdpa_model = tiny_t5().eval()
+        flex_model = copy.deepcopy(sdpa_model)
+        flex_model.set_attn_implementation(t5_flex_attention.NAME)
+        ids, mask, _ = batch(padded)
+        outputs = [model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=False)
+                   for model in (sdpa_model, flex_model)]
+        self.assertEqual(outputs[0].shape, (3, 9))
+        torch.testing.assert_close(outputs[1], outputs[0], rtol=0, atol=0)
+
+
+class FlexBiasedAttentionTest(absltest.TestCase):
+
+    def test_forward_matches_sdpa_with_t5s_permuted_bias(self):
+        """T5 builds its bias by permuting [query, key, heads]; the result must not depend on that layout."""
+        torch.manual_seed(0)
+        query, key, value = torch.randn(3, 2, 4, 128, 16).unbind(0)
+        bias = torch.randn(128, 128, 4).permute(2, 0, 1).unsqueeze(0)  # [1, heads, query, key], not contiguous
+        self.assertFalse(bias.is_contiguous())
+        expected = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=1.0)
+        got = t5_flex_attention.flex_biased_attention(query, key, value, bias, 1.0, attention=flex_attention)
+        self.assertEqual(got.shape, (2, 128, 4, 16))  # [batch, query, heads, head_dim], as transformers expects
+        torch.testing.assert_close(got, expected.transpose(1, 2), rtol=1e-5, atol=1e-5)
+
+
+def attention_module(is_decoder, is_causal=False):
+    return types.SimpleNamespace(is_decoder=is_decoder, is_causal=is_causal, has_relative_attention_bias=False)
+
+
+def query_of(length, cuda=True):
+    return types.SimpleNamespace(is_cuda=cuda, shape=(8, 12, length, 64))
+
+
+class KernelChoiceTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(
+        ("unpadded_encoder_on_gpu", attention_module(False), query_of(512), None, 0.0, True),
+        ("on_cpu", attention_module(False), query_of(512, cuda=False), None, 0.0, False),
+        ("padding_mask", attention_module(False), query_of(512), torch.ones(8, 1, 512, 512, dtype=torch.bool), 0.0,
+         False),
+        ("dropout", attention_module(False), query_of(512), None, 0.1, False),
+        ("not_a_block_multiple", attention_module(False), query_of(200), None, 0.0, False),
+        ("decoder_self_attention", attention_module(True, is_causal=True), query_of(512), None, 0.0, False))
+    def test_flex_only_for_unpadded_block_multiple_encoder_attention_on_gpu(self, module, query, mask, dropout,
+                                                                              expected):
+        self.assertEqual(t5_flex_attention.uses_flex(module, query, query, mask, dropout), expected)
+
+    def test_cross_attention_is_the_decoders_non_causal_attention(self):
+        self.assertTrue(t5_flex_attention.is_cross_attention(attention_module(True, is_causal=False)))
+        self.assertFalse(t5_flex_attention.is_cross_attention(attention_module(True, is_causal=True)))
+        self.assertFalse(t5_flex_attention.is_cross_attention(attention_module(False)))
+
+
+class MaskTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(
+        ("bidirectional", dict(q_length=16, kv_length=16, mask_function=bidirectional_mask_function)),
+        ("cross_attention", dict(q_length=5, kv_length=16, mask_function=bidirectional_mask_function)),
+        ("causal_without_cache", dict(q_length=16, kv_length=16, mask_function=causal_mask_function)))
+    def test_nothing_masked_builds_no_mask(self, arguments):
+        self.assertIsNone(t5_flex_attention.t5_flex_mask(batch_size=2, **arguments))
+
+    def test_padding_and_cache_offsets_keep_transformers_mask(self):
+        padding = torch.ones(2, 16, dtype=torch.bool)
+        padding[1, 10:] = False
+        mask = t5_flex_attention.t5_flex_mask(2, 16, 16, mask_function=bidirectional_mask_function,
+                                              attention_mask=padding)
+        self.assertEqual(tuple(mask.shape), (2, 1, 16, 16))
+        self.assertFalse(bool(mask[1, 0, 0, 10:].any()))
+        self.assertTrue(bool(mask[0].all()))
+        # A causal chunk after 4 cached tokens: query i sees keys 0..4+i, so the mask is built, not dropped.
+        mask = t5_flex_attention.t5_flex_mask(1, 3, 7, q_offset=4, mask_function=causal_mask_function,
+                                              allow_is_causal_skip=False)
+        self.assertEqual(mask[0, 0].tolist(), [[k <= 4 + q for k in range(7)] for q in range(3)])
+
+
+class FlagTest(absltest.TestCase):
+
+    def test_unknown_attention_implementation_names_the_flag_and_choices(self):
+        with self.assertRaisesRegex(UsageError, r"unknown --attn_implementation 'flash'; choices: sdpa, eager, "
+                                                r"t5_flex"):
+            ModelArguments(model_size="t5-tiny", tokenizer_name_or_path="t5", attn_implementation="flash")
+
+
+if __name__ == "__main__":
+    absltest.main()
