@@ -60,7 +60,7 @@ from transformers import (  # noqa: E402
 
 import modeling  # noqa: E402
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
-from run_flags import ModelArguments, SpanCorruptionArguments, T5TrainingArguments  # noqa: E402
+from run_flags import ATTN_IMPLEMENTATIONS, ModelArguments, SpanCorruptionArguments, T5TrainingArguments  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -89,8 +89,8 @@ def parse_args(argv=None):
                         help="torch.compile mode for both arms (Trainer's --torch_compile_mode); implies --compile")
     parser.add_argument("--tf32", action="store_true",
                         help="CUDA: TF32 for fp32 matmuls in both arms (Trainer's --tf32), incl. those autocast leaves")
-    parser.add_argument("--attn_implementation", choices=("sdpa", "eager"), default=None,
-                        help="T5 attention kernel; default: what modeling.build_model gives (sdpa in transformers 5)")
+    parser.add_argument("--attn_implementation", choices=ATTN_IMPLEMENTATIONS, default="sdpa",
+                        help="T5 attention kernels, as pre_train_t5's --attn_implementation")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU (default: torch's)")
     parser.add_argument("--dataloader_num_workers", type=int, default=0,
                         help="Trainer's loader workers; > 0 moves collation off the clock but draws other masks")
@@ -188,11 +188,9 @@ def make_training_args(args, output_dir, dtype_name):
 def build_model(args, tokenizer, training_args):
     """The model pre_train_t5 trains, from the same seed each time so that both arms start equal."""
     set_seed(training_args.seed)
-    model_args = ModelArguments(model_size=args.model_size, tokenizer_name_or_path=str(SHARED_DATA / "t5_spiece"))
-    model = modeling.build_model(model_args, tokenizer)
-    if args.attn_implementation:
-        model.set_attn_implementation(args.attn_implementation)
-    return model
+    model_args = ModelArguments(model_size=args.model_size, tokenizer_name_or_path=str(SHARED_DATA / "t5_spiece"),
+                                attn_implementation=args.attn_implementation)
+    return modeling.build_model(model_args, tokenizer)
 
 
 class StepClock(TrainerCallback):
