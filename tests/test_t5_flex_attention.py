@@ -3,6 +3,7 @@ attention kind, and no mask built where nothing is masked. FlexAttention's own b
 on CPU its forward is checked against SDPA, and the GPU speed is bench/pretrain_throughput.py's."""
 import copy
 import types
+from unittest import mock
 
 import torch
 from absl.testing import absltest, parameterized
@@ -99,6 +100,29 @@ class KernelChoiceTest(parameterized.TestCase):
     def test_flex_only_for_unpadded_block_multiple_encoder_attention_on_gpu(self, module, query, mask, dropout,
                                                                               expected):
         self.assertEqual(t5_flex_attention.uses_flex(module, query, query, mask, dropout), expected)
+
+    @parameterized.named_parameters(("unpadded", False, 2), ("padded", True, 0))
+    def test_cross_attention_drops_the_zero_bias_only_without_padding(self, padded, unmasked_calls):
+        """Unpadded: the 2 cross-attentions reach SDPA with no mask at all (so flash/cuDNN may run). Padded: every
+        attention gets transformers' contiguous float mask, as with sdpa (a raw boolean mask would run unfused)."""
+        model = tiny_t5().eval()
+        model.set_attn_implementation(t5_flex_attention.NAME)
+        ids, mask, labels = batch(padded)
+        masks = []
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def recording_sdpa(query, key, value, attn_mask=None, **kwargs):
+            masks.append(attn_mask)
+            return sdpa(query, key, value, attn_mask=attn_mask, **kwargs)
+
+        with torch.no_grad(), mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", recording_sdpa):
+            model(input_ids=ids, attention_mask=mask, labels=labels)
+        self.assertLen(masks, 6)  # encoder self, decoder self and cross attention in each of 2 layers
+        self.assertEqual(sum(m is None for m in masks), unmasked_calls)
+        for m in masks:
+            if m is not None:
+                self.assertTrue(m.is_floating_point())
+                self.assertEqual(m.stride(-1), 1)
 
     def test_cross_attention_is_the_decoders_non_causal_attention(self):
         self.assertTrue(t5_flex_attention.is_cross_attention(attention_module(True, is_causal=False)))
