@@ -34,7 +34,8 @@ class ModelArguments:
         "help": "Dropout for random init. 0.0 as in T5 v1.1 pre-training; fine-tuning from a model keeps its own."})
     attn_implementation: str = field(default="sdpa", metadata={
         "help": "T5 attention kernels: sdpa (PyTorch's fused kernels), eager (plain matmuls), or t5_flex "
-                "(FlexAttention for unpadded encoder self-attention on a GPU, SDPA elsewhere; see t5_flex_attention)."})
+                "(FlexAttention for unpadded encoder self-attention on an Ampere or newer GPU, SDPA elsewhere; "
+                "see t5_flex_attention)."})
     cache_dir: str = field(default=None, metadata={"help": "Where hub downloads are stored (HF default if unset)."})
     trust_remote_code: bool = field(default=False, metadata={
         "help": "Allow a hub model/dataset to run its own code. Off: only turn it on for repos you trust."})

@@ -14,7 +14,8 @@ Its mask function builds no mask where nothing is masked (see t5_flex_mask). A c
 on an H100: 88.7 ms against 101-103 ms with sdpa, the same losses (README, Benchmarks).
 FlexAttention is kept to lengths that fill its 128-wide blocks: the one run that also sent the decoder's 114-long
 attention through it trained to a wrong loss (cause not isolated; cf. pytorch/pytorch#159247 on lengths that are no
-block multiple), and it has no backward on CPU.
+block multiple), and it has no backward on CPU. Its Triton kernels need an Ampere or newer GPU (sm80+); nothing here
+checks the GPU's generation (that would need a CUDA query inside the compiled step): on V100/T4 use sdpa.
 """
 import torch
 import torch.nn.functional as F
