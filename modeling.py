@@ -10,7 +10,7 @@ from transformers import AutoConfig, AutoTokenizer, T5Config, T5ForConditionalGe
 from transformers.models.t5.modeling_t5 import T5Attention
 
 import constants
-import t5_flex_attention  # noqa: F401  (registers --attn_implementation t5_flex with transformers)
+import t5_flex_attention  # registers --attn_implementation t5_flex with transformers
 from flags import UsageError
 
 logger = logging.getLogger(__name__)
@@ -76,8 +76,11 @@ def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False):
     return T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir)
 
 
-def build_model(model_args, tokenizer):
-    """Random init from --model_size, or the model at --model_name_or_path; resized to the tokenizer."""
+def build_model(model_args, tokenizer, use_cpu=False):
+    """Random init from --model_size, or the model at --model_name_or_path; resized to the tokenizer. `use_cpu`
+    (--use_cpu): training stays on the CPU even where a GPU is visible."""
+    if model_args.attn_implementation == t5_flex_attention.NAME:
+        t5_flex_attention.check_gpu_generation(use_cpu)
     if model_args.model_name_or_path:
         model = load_pretrained_t5(model_args.model_name_or_path, model_args.cache_dir,
                                    model_args.trust_remote_code)
@@ -119,10 +122,10 @@ def _bias_to_autocast_dtype(module, inputs, bias):
     return bias
 
 
-def load_tokenizer_and_model(model_args):
+def load_tokenizer_and_model(model_args, use_cpu=False):
     """Step 5 of every entry script: the checked tokenizer, then the model sized to it."""
     tokenizer = load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
-    return tokenizer, build_model(model_args, tokenizer)
+    return tokenizer, build_model(model_args, tokenizer, use_cpu)
 
 
 def count_parameters(model):

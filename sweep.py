@@ -156,8 +156,8 @@ def run_one(study, sweep, trial, base_configs, sweep_dir, args):
     trial.set_user_attr(sweep_report.FLAGS_ATTR, flag_values)
     name = f"trial_{trial.number:04d}"
     trial_dir = sweep_dir / "trials" / name
-    argv = sweep_trial.expand_command(list(sweep.command), sweep.program,
-                                      {**flag_values, "output_dir": str(trial_dir)}, sweep_dir / "logs" / f"{name}.json")
+    argv = sweep_trial.expand_command(list(sweep.command), sweep.program, {**flag_values, "output_dir": str(trial_dir)},
+                                      sweep_dir / "logs" / f"{name}.json")
     logger.info("trial %d: %s", trial.number, " ".join(argv))
     steps = []
 

@@ -14,9 +14,11 @@ Its mask function builds no mask where nothing is masked (see t5_flex_mask). A c
 on an H100: 88.7 ms against 101-103 ms with sdpa, the same losses (README, Benchmarks).
 FlexAttention is kept to lengths that fill its 128-wide blocks: the one run that also sent the decoder's 114-long
 attention through it trained to a wrong loss (cause not isolated; cf. pytorch/pytorch#159247 on lengths that are no
-block multiple), and it has no backward on CPU. Its Triton kernels need an Ampere or newer GPU (sm80+); nothing here
-checks the GPU's generation (that would need a CUDA query inside the compiled step): on V100/T4 use sdpa.
+block multiple), and it has no backward on CPU. Its Triton kernels need an Ampere or newer GPU (sm80+):
+check_gpu_generation refuses older GPUs when the model is built, before any step (on V100/T4 use sdpa).
 """
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention
@@ -25,9 +27,29 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import (
     AttentionMaskInterface, bidirectional_mask_function, causal_mask_function, sdpa_mask)
 
+from flags import UsageError
+
 NAME = "t5_flex"
 FLEX_BLOCK = 128  # FlexAttention's default query and key block
-_compiled = {}
+MIN_COMPUTE_CAPABILITY = (8, 0)  # Ampere: FlexAttention's Triton kernels need it
+
+
+def visible_gpus():
+    """[(name, (major, minor) compute capability)] of every GPU this process sees; [] without CUDA."""
+    if not torch.cuda.is_available():
+        return []
+    return [(torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i))
+            for i in range(torch.cuda.device_count())]
+
+
+def check_gpu_generation(use_cpu):
+    """Raises UsageError where training would run on a GPU older than Ampere (on CPU every attention takes
+    transformers' SDPA path). All visible GPUs are checked: ranks pick theirs only later."""
+    for index, (name, capability) in enumerate([] if use_cpu else visible_gpus()):
+        if tuple(capability) < MIN_COMPUTE_CAPABILITY:
+            raise UsageError(f"--attn_implementation {NAME} needs an Ampere or newer GPU (compute capability 8.0+) "
+                             f"but GPU {index}, {name}, is {capability[0]}.{capability[1]}; use "
+                             "--attn_implementation sdpa")
 
 
 def flex_attention_kernel():
@@ -35,9 +57,12 @@ def flex_attention_kernel():
     lowers it to its fused kernel (seen in an H100 profile); outside a trace, one compiled copy, built once."""
     if torch.compiler.is_compiling():
         return flex_attention
-    if "flex" not in _compiled:
-        _compiled["flex"] = torch.compile(flex_attention, dynamic=False)
-    return _compiled["flex"]
+    return compiled_flex_attention()
+
+
+@functools.cache
+def compiled_flex_attention():
+    return torch.compile(flex_attention, dynamic=False)
 
 
 def flex_biased_attention(query, key, value, bias, scaling, attention=None):

@@ -190,7 +190,7 @@ def build_model(args, tokenizer, training_args):
     set_seed(training_args.seed)
     model_args = ModelArguments(model_size=args.model_size, tokenizer_name_or_path=str(SHARED_DATA / "t5_spiece"),
                                 attn_implementation=args.attn_implementation)
-    return modeling.build_model(model_args, tokenizer)
+    return modeling.build_model(model_args, tokenizer, use_cpu=args.device == "cpu")
 
 
 class StepClock(TrainerCallback):

@@ -47,7 +47,8 @@ CASES = {
                          "did you mean 'learning_rate'"),
     "missing_config": ("fine_tune_t5", lambda w: [str(w / "nope.yaml")], "not found"),
     # flags
-    "unknown_flag": ("pre_train_t5", lambda w: pretrain(w) + ["--noise_densty", "0.2"], "did you mean '--noise_density'"),
+    "unknown_flag": ("pre_train_t5", lambda w: pretrain(w) + ["--noise_densty", "0.2"],
+                     "did you mean '--noise_density'"),
     "bad_float": ("pre_train_t5", lambda w: pretrain(w, learning_rate="fast"), "invalid float value: 'fast'"),
     "noise_density": ("pre_train_t5", lambda w: pretrain(w, noise_density=1.5), "--noise_density=1.5 must be in"),
     "mean_span": ("pre_train_t5", lambda w: pretrain(w, mean_noise_span_length=0), "must be >= 1"),

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import yaml
 from absl.testing import absltest, parameterized
@@ -15,6 +16,7 @@ from transformers import AutoTokenizer, GPT2Config, T5ForConditionalGeneration
 import fine_tune_data
 import fine_tune_t5
 import flags
+import t5_flex_attention
 from flags import UsageError
 from metrics import glue_average
 from tests.shared_data import require
@@ -285,6 +287,11 @@ class FineTuneRefusalsTest(parameterized.TestCase):
         GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(gpt2)
         self.assert_refused(tiny_flags(str(self.out), model_name_or_path=str(gpt2), model_size=None),
                             "--model_name_or_path .*gpt2 is a gpt2 model, not an encoder-decoder")
+
+    def test_t5_flex_on_a_gpu_older_than_ampere(self):
+        with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=[("Tesla T4", (7, 5))]):
+            self.assert_refused(tiny_flags(str(self.out), attn_implementation="t5_flex", use_cpu=False),
+                                "--attn_implementation t5_flex needs an Ampere or newer GPU .* Tesla T4, is 7.5")
 
     def test_command_line_exit_code_and_one_line_error(self):
         result = subprocess.run([sys.executable, str(REPO / "fine_tune_t5.py"), "--benchmark", "glue",

@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
@@ -13,6 +14,7 @@ from safetensors.torch import load_file
 from transformers import T5ForConditionalGeneration
 
 import pre_train_t5
+import t5_flex_attention
 from flags import UsageError
 from shared_data import require
 
@@ -126,7 +128,9 @@ class PreTrainEndToEndTest(TinyRunTestCase):
         (on CPU: SDPA without T5's all-zero cross-attention bias and without all-True masks)."""
         sdpa, flex = self.dir / "sdpa", self.dir / "flex"
         pre_train_t5.main(tiny_run_flags(str(sdpa), self.corpus, max_steps=4))
-        pre_train_t5.main(tiny_run_flags(str(flex), self.corpus, max_steps=4, attn_implementation="t5_flex"))
+        # A (faked) V100 beside the CPU is no reason to refuse: --use_cpu true keeps training off it.
+        with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=[("Tesla V100-SXM2-32GB", (7, 0))]):
+            pre_train_t5.main(tiny_run_flags(str(flex), self.corpus, max_steps=4, attn_implementation="t5_flex"))
         self.assertEqual(yaml.safe_load((flex / "config.yaml").read_text())["attn_implementation"], "t5_flex")
         self.assertLen(train_losses(flex), 4)
         np.testing.assert_allclose(train_losses(flex), train_losses(sdpa), rtol=1e-6)
@@ -160,6 +164,14 @@ class PreTrainRefusalsTest(TinyRunTestCase):
     )
     def test_bad_flag(self, overrides, message):
         self.assert_refused(tiny_run_flags(str(self.out), self.corpus, **overrides), message)
+
+    def test_t5_flex_on_a_gpu_older_than_ampere(self):
+        """The check sees --use_cpu: false here, so the (faked) V100 is where training would run."""
+        with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=[("Tesla V100-SXM2-32GB", (7, 0))]):
+            self.assert_refused(tiny_run_flags(str(self.out), self.corpus, attn_implementation="t5_flex",
+                                               use_cpu=False),
+                                "--attn_implementation t5_flex needs an Ampere or newer GPU .* use "
+                                "--attn_implementation sdpa")
 
     def test_corpus_shorter_than_one_window(self):
         short = self.dir / "short.txt"

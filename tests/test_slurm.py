@@ -67,8 +67,8 @@ class SlurmScriptsTest(parameterized.TestCase):
     @parameterized.parameters(*TOPOLOGY_SCRIPTS)
     def test_outside_slurm_the_script_says_so(self, script):
         env = {k: v for k, v in self.env.items() if k != "SLURM_JOB_NODELIST"}
-        result = subprocess.run(["bash", str(REPO / script), "x.yaml", "sqlite:///x.db", "2"], env=env, capture_output=True, text=True,
-                                timeout=60)
+        result = subprocess.run(["bash", str(REPO / script), "x.yaml", "sqlite:///x.db", "2"], env=env,
+                                capture_output=True, text=True, timeout=60)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("not inside a SLURM job", result.stderr)
 

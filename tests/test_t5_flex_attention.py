@@ -11,6 +11,7 @@ from torch.nn.attention.flex_attention import flex_attention
 from transformers import T5Config, T5ForConditionalGeneration
 from transformers.masking_utils import bidirectional_mask_function, causal_mask_function
 
+import modeling
 import t5_flex_attention
 from flags import UsageError
 from run_flags import ModelArguments
@@ -155,6 +156,53 @@ class MaskTest(parameterized.TestCase):
         mask = t5_flex_attention.t5_flex_mask(1, 3, 7, q_offset=4, mask_function=causal_mask_function,
                                               allow_is_causal_skip=False)
         self.assertEqual(mask[0, 0].tolist(), [[k <= 4 + q for k in range(7)] for q in range(3)])
+
+
+class GpuGenerationTest(parameterized.TestCase):
+    """FlexAttention's Triton kernels need sm80+: an older GPU is refused when the model is built, not mid-step."""
+
+    @parameterized.named_parameters(
+        ("v100", [("Tesla V100-SXM2-32GB", (7, 0))], "GPU 0, Tesla V100-SXM2-32GB, is 7.0"),
+        ("t4_beside_an_a100", [("NVIDIA A100-SXM4-80GB", (8, 0)), ("Tesla T4", (7, 5))], "GPU 1, Tesla T4, is 7.5"),
+    )
+    def test_older_gpu_is_refused_naming_it_and_the_fix(self, gpus, named):
+        with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=gpus):
+            with self.assertRaisesRegex(UsageError, r"--attn_implementation t5_flex needs an Ampere or newer GPU "
+                                                    r"\(compute capability 8.0\+\) but " + named
+                                                    + "; use --attn_implementation sdpa$"):
+                t5_flex_attention.check_gpu_generation(use_cpu=False)
+
+    @parameterized.named_parameters(
+        ("h100", [("NVIDIA H100 80GB HBM3", (9, 0))], False),
+        ("a100s", [("NVIDIA A100-SXM4-80GB", (8, 0))] * 2, False),
+        ("no_gpu", [], False),
+        ("v100_left_idle_by_use_cpu", [("Tesla V100-SXM2-32GB", (7, 0))], True),
+    )
+    def test_ampere_or_newer_or_cpu_is_accepted(self, gpus, use_cpu):
+        with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=gpus):
+            t5_flex_attention.check_gpu_generation(use_cpu=use_cpu)  # raises on refusal
+
+    def test_visible_gpus_is_empty_without_cuda(self):
+        with mock.patch.object(torch.cuda, "is_available", return_value=False):
+            self.assertEqual(t5_flex_attention.visible_gpus(), [])
+
+    @parameterized.parameters("sdpa", "eager")
+    def test_build_model_checks_the_gpu_for_t5_flex_only(self, other):
+        class Tokenizer:  # what build_t5_config reads
+            pad_token_id, eos_token_id = 0, 1
+
+            def __len__(self):
+                return 100
+
+        def args(name):
+            return ModelArguments(model_size="t5-tiny", tokenizer_name_or_path="t5", attn_implementation=name)
+
+        with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=[("Tesla T4", (7, 5))]):
+            with self.assertRaisesRegex(UsageError, "GPU 0, Tesla T4, is 7.5"):
+                modeling.build_model(args("t5_flex"), Tokenizer())
+            self.assertEqual(modeling.build_model(args(other), Tokenizer()).config._attn_implementation, other)
+            flex_on_cpu = modeling.build_model(args("t5_flex"), Tokenizer(), use_cpu=True)
+            self.assertEqual(flex_on_cpu.config._attn_implementation, "t5_flex")
 
 
 class FlagTest(absltest.TestCase):
