@@ -16,6 +16,7 @@ import data
 import eval_log
 import flags
 import modeling
+import nonfinite_guard
 import output_dir
 import param_groups
 import run_logging
@@ -29,9 +30,10 @@ FLAG_CLASSES = (ModelArguments, PretrainDataArguments, SpanCorruptionArguments, 
 EVAL_METRIC = "token_accuracy"
 
 
-class PretrainTrainer(checkpointing.SafeCheckpointMixin, stream_resume.StreamResumeMixin, Seq2SeqTrainer):
-    """Atomic checkpoints, --nan_policy, save-and-exit on SIGTERM/SIGUSR1 (checkpointing.py), and streams that
-    resume where they stopped (stream_resume.py)."""
+class PretrainTrainer(checkpointing.SafeCheckpointMixin, nonfinite_guard.NonFiniteGuardMixin,
+                      stream_resume.StreamResumeMixin, Seq2SeqTrainer):
+    """Atomic checkpoints and save-and-exit on SIGTERM/SIGUSR1 (checkpointing.py), --nan_policy
+    (nonfinite_guard.py), and streams that resume where they stopped (stream_resume.py)."""
 
 
 class CollatorEpochCallback(TrainerCallback):

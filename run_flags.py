@@ -152,7 +152,11 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         "help": "What a NaN/inf training loss (or NaN/inf gradient norm) does: stop (default; raise naming the "
                 "step, before the update is applied, so the last checkpoint stays the last good state) or skip "
                 "(drop that optimizer step's update, count it in the logs as skipped_nonfinite_steps; not with "
-                "--deepspeed). See checkpointing.py."})
+                "--deepspeed). See nonfinite_guard.py."})
+    logging_nan_inf_filter: bool = field(default=False, metadata={
+        "help": "HF's filter of non-finite losses out of the logged loss. Off by default: it reads every step's "
+                "loss on the host (a GPU sync per step), and --nan_policy stops on such a loss or, with skip, "
+                "filters it on the device."})
 
     def __post_init__(self):
         if not self.output_dir:

@@ -20,6 +20,7 @@ import torch
 from transformers import TrainerCallback
 
 from atomic_files import write_json
+from deferred_read import DeferredRead
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class PreemptionCallback(TrainerCallback):
         self.received = None  # the signal number, once one arrived
         self.stopping = False
         self.previous_handlers = {}
+        self.reduced = None  # DeferredRead of the last step's all-reduced flag (distributed runs)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if threading.current_thread() is not threading.main_thread():
@@ -54,13 +56,17 @@ class PreemptionCallback(TrainerCallback):
             self.stopping = True
 
     def any_process_received(self, args):
-        """All processes must stop at the same step (the save is collective): one all-reduce of a flag per step."""
+        """All processes must stop at the same step (the save is collective): one all-reduce of a flag per step,
+        read at the next step (deferred_read.py: no GPU sync), so every process stops one step after the step
+        whose all-reduce saw the signal."""
         flag = self.received is not None
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            tensor = torch.tensor([float(flag)], device=args.device)
-            torch.distributed.all_reduce(tensor)
-            flag = tensor.item() > 0
-        return flag
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return flag
+        previous, self.reduced = self.reduced, None
+        tensor = torch.full((1,), float(flag), device=args.device)  # filled on the device: no host-to-GPU copy
+        torch.distributed.all_reduce(tensor)
+        self.reduced = DeferredRead(tensor)
+        return previous is not None and previous.read()[0] > 0
 
     def on_train_end(self, args, state, control, **kwargs):
         for signum, handler in self.previous_handlers.items():

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from atomic_files import write_json
+from deferred_read import DeferredRead
 from packed_stream import STREAM_EPOCH, WINDOW_INDEX, PackedWindowStream
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class StreamResumeMixin:
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.last_trained_window = -1
+        self._window_range = None  # DeferredRead of the last batch's [lowest, highest] window id
 
     @property
     def stream(self):
@@ -78,14 +80,23 @@ class StreamResumeMixin:
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         window_ids = inputs.pop(WINDOW_INDEX, None)
+        self.note_trained_windows()  # the previous batch's
         if window_ids is not None and len(window_ids):
-            self.last_trained_window = max(self.last_trained_window, int(window_ids.max()))
-            self.stream.forget_before(int(window_ids.min()))
+            # The loader has put the ids on the GPU with the batch: read them a step later, never stalling it.
+            self._window_range = DeferredRead(torch.stack([window_ids.min(), window_ids.max()]))
         return super().training_step(model, inputs, num_items_in_batch)
+
+    def note_trained_windows(self):
+        if self._window_range is not None:
+            first, last = self._window_range.read()
+            self._window_range = None
+            self.last_trained_window = max(self.last_trained_window, last)
+            self.stream.forget_before(first)
 
     def _save_checkpoint(self, model, trial):
         if self.stream is None:
             return super()._save_checkpoint(model, trial)
+        self.note_trained_windows()
         # Every rank trains on its own slice of each batch: the stream has been used up to the highest id of all.
         last = torch.tensor([self.last_trained_window], device=self.args.device)
         last_trained = int(self.accelerator.gather(last).max())

@@ -21,6 +21,7 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 from checkpointing import SafeCheckpointMixin
 from constants import GLUE_SCORE_METRICS
 from metrics import compute_task_metrics, glue_average, rank_label_words, score_label_words
+from nonfinite_guard import NonFiniteGuardMixin
 
 AVERAGE_KEY = "average"
 LENGTH_BUCKETS = "length_buckets"  # our --train_sampling_strategy, beside HF's random/group_by_length/...
@@ -91,7 +92,7 @@ class TaskCollator(DataCollatorForSeq2Seq):
         return batch
 
 
-class TaskTrainer(SafeCheckpointMixin, Seq2SeqTrainer):  # the mixin first: atomic checkpoints, --nan_policy
+class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, Seq2SeqTrainer):  # atomic checkpoints, --nan_policy
 
     def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
         self.eval_splits = list(eval_splits)

@@ -1,4 +1,4 @@
-"""Tokens/s of a pre_train_t5 training step (Seq2SeqTrainer) vs a bare PyTorch loop, and FLOP/s vs matmul peak.
+"""Tokens/s of a pre_train_t5 training step (its Trainer) vs a bare PyTorch loop, and FLOP/s vs matmul peak.
 
     .venv/bin/python bench/pretrain_throughput.py                          # cpu, t5-small, batch 4, fp32 (+ bf16)
     .venv/bin/python bench/pretrain_throughput.py --dtype bf16 --batch_size 1 --burn_in 1 --steps 1
@@ -11,9 +11,10 @@ same batches: (burn_in + steps) x batch_size random windows of tokens_length ids
 DataCollatorForT5SpanCorruption with the same seed. Only the collator needs the real tokenizer (its sentinels):
 ../shared/data/t5_spiece, or $T5_SHARED_DATA/t5_spiece; without it the bench prints what is missing and exits.
 
-- trainer: Seq2SeqTrainer with T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused,
-  max_grad_norm 1.0 and the linear schedule), --bf16 and --torch_compile set from our flags, and the collator
-  running live in the loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop gets.
+- trainer: pre_train_t5.PretrainTrainer (Seq2SeqTrainer with our checkpoint, --nan_policy and stream mixins) with
+  T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused, max_grad_norm 1.0, the linear
+  schedule and the NaN guard), --bf16 and --torch_compile set from our flags, and the collator running live in the
+  loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop gets.
   A callback reads the clock at on_step_end of step burn_in and of every later step, so each timed span is one
   whole iteration of Trainer's loop: fetching and collating the batch, forward/backward, clipping, optimizer,
   scheduler, callbacks and the per-step nan check.
@@ -59,6 +60,7 @@ from transformers import (  # noqa: E402
     PrinterCallback, Seq2SeqTrainer, T5ForConditionalGeneration, TrainerCallback, get_scheduler, set_seed)
 
 import modeling  # noqa: E402
+from pre_train_t5 import PretrainTrainer  # noqa: E402
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
 from run_flags import ATTN_IMPLEMENTATIONS, ModelArguments, SpanCorruptionArguments, T5TrainingArguments  # noqa: E402
 
@@ -210,9 +212,9 @@ def time_trainer(args, tokenizer, windows, collator, dtype_name):
     with tempfile.TemporaryDirectory() as output_dir:
         training_args = make_training_args(args, output_dir, dtype_name)
         clock = StepClock(args.burn_in, args.device)
-        trainer = Seq2SeqTrainer(model=build_model(args, tokenizer, training_args), args=training_args,
-                                 train_dataset=windows, data_collator=collator, processing_class=tokenizer,
-                                 callbacks=[clock])
+        trainer = PretrainTrainer(model=build_model(args, tokenizer, training_args), args=training_args,
+                                  train_dataset=windows, data_collator=collator, processing_class=tokenizer,
+                                  callbacks=[clock])
         trainer.remove_callback(PrinterCallback)  # its end-of-train metrics dict would interleave our lines
         result = trainer.train()
         del trainer

@@ -1,8 +1,10 @@
-"""checkpointing.py, checkpoint_manifest.py, signals.py: broken checkpoints are skipped or refused, rotation keeps
-the best and the resumed-from checkpoint, NaN losses stop or are skipped, SIGTERM/SIGUSR1 save and exit cleanly."""
+"""checkpointing.py, checkpoint_manifest.py, nonfinite_guard.py, signals.py: broken checkpoints are skipped or
+refused, rotation keeps the best and the resumed-from checkpoint, NaN losses stop or are skipped, SIGTERM/SIGUSR1
+save and exit cleanly."""
 import functools
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -20,6 +22,7 @@ from transformers import T5ForConditionalGeneration
 
 import checkpoint_manifest
 import checkpointing
+import nonfinite_guard
 import pre_train_t5
 from flags import UsageError
 from test_pre_train_t5 import TinyRunTestCase, snapshot, tiny_run_flags
@@ -136,35 +139,60 @@ FAULTS = (  # (name, fault, what the stop message calls it)
 )
 
 
+# The default fused AdamW skips a bad update on the device (found_inf); Adafactor has its gradients dropped.
+OPTIMIZERS = (("fused_adamw", "adamw_torch_fused"), ("adafactor", "adafactor"))
+FAULTS_AND_OPTIMIZERS = tuple((f"{fault}_{opt_name}", fault_at_call, what, optim)
+                              for fault, fault_at_call, what in FAULTS for opt_name, optim in OPTIMIZERS)
+
+
 class NonFiniteLossTest(OneThreadTestCase):
 
-    @parameterized.named_parameters(*FAULTS)
-    def test_stop_names_the_step_and_keeps_the_last_good_checkpoint(self, fault_at_call, what):
+    @parameterized.named_parameters(*FAULTS_AND_OPTIMIZERS)
+    def test_stop_names_the_step_and_keeps_the_last_good_checkpoint(self, fault_at_call, what, optim):
         out = self.dir / "run"
         with fault_at_call(3), self.assertRaisesRegex(
-                checkpointing.NonFiniteLossError, rf"non-finite {what} at step 3; training stopped before applying "
-                                                  rf"it, the last good checkpoint is {out / 'checkpoint-2'}"):
-            pre_train_t5.main(self.run_flags(out, max_steps=6))
+                nonfinite_guard.NonFiniteLossError,
+                rf"non-finite {what} at step 3; training stopped before applying it, the last good checkpoint is "
+                rf"{out / 'checkpoint-2'}"):
+            pre_train_t5.main(self.run_flags(out, max_steps=6, optim=optim))
         self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], ["checkpoint-2"])
         self.assertIsNone(checkpoint_manifest.find_problem(out / "checkpoint-2"))
         self.assertFalse((out / "model.safetensors").exists())
 
-    @parameterized.named_parameters(*FAULTS)
-    def test_skip_leaves_the_weights_untouched_and_counts_the_skip(self, fault_at_call, _):
+    @parameterized.named_parameters(*FAULTS_AND_OPTIMIZERS)
+    def test_skip_leaves_the_weights_untouched_and_counts_the_skip(self, fault_at_call, _, optim):
         out = self.dir / "run"
         with fault_at_call(3):
-            pre_train_t5.main(self.run_flags(out, save_steps=1, nan_policy="skip"))
+            pre_train_t5.main(self.run_flags(out, save_steps=1, nan_policy="skip", optim=optim))
         step2, step3, step4 = (load_file(out / f"checkpoint-{n}" / "model.safetensors") for n in (2, 3, 4))
         for name, tensor in step2.items():
             self.assertTrue(step3[name].equal(tensor), f"{name} changed in the skipped step")
         self.assertFalse(all(step4[name].equal(tensor) for name, tensor in step2.items()))
+        moments2, moments3 = (optimizer_state_tensors(out / f"checkpoint-{n}") for n in (2, 3))
+        self.assertNotEmpty(moments2)
+        self.assertTrue(all(moments3[key].equal(value) for key, value in moments2.items()), "optimizer state moved")
         logs = load_log_history(out)
         self.assertEqual([entry["skipped_nonfinite_steps"] for entry in logs], [0, 0, 1, 1])
         self.assertTrue(all(torch.isfinite(t).all() for t in step4.values()))
 
+    def test_skip_logs_the_mean_of_the_finite_losses_in_place_of_a_nan(self):
+        """Step 3's second micro-batch is NaN: its log line shows the first micro-batch's loss, not nan."""
+        out = self.dir / "run"
+        with nan_loss_at(6):
+            pre_train_t5.main(self.run_flags(out, nan_policy="skip", gradient_accumulation_steps=2))
+        logs = load_log_history(out)
+        self.assertEqual([entry["skipped_nonfinite_steps"] for entry in logs], [0, 0, 1, 1])
+        self.assertTrue(all(math.isfinite(entry["loss"]) for entry in logs), logs)
+
     def test_an_unknown_policy_is_refused(self):
         with self.assertRaisesRegex(UsageError, "--nan_policy='ignore'; choices: stop, skip"):
             pre_train_t5.main(self.run_flags(self.dir / "run", nan_policy="ignore"))
+
+
+def optimizer_state_tensors(checkpoint):
+    state = torch.load(checkpoint / "optimizer.pt", weights_only=True)["state"]
+    return {(param, key): value for param, values in state.items() for key, value in values.items()
+            if isinstance(value, torch.Tensor)}
 
 
 def load_log_history(out):

@@ -21,7 +21,7 @@ MAX_STEPS = 12
 CHILD = """
 import os, signal, sys
 sys.path.insert(0, {repo!r})
-import importlib, transformers, checkpointing, checkpoint_manifest, flags
+import importlib, transformers, checkpointing, checkpoint_manifest, flags, nonfinite_guard
 entry = importlib.import_module(os.environ.get("ENTRY", "pre_train_t5"))
 
 where, _, step = os.environ.get("KILL_AT", "").partition(":")
@@ -41,7 +41,7 @@ hooks = {{
     "mid_save": (transformers.Trainer, "_save_rng_state", lambda trainer, *_: trainer.state.global_step == step),
     "before_rename": (checkpoint_manifest, "write_manifest", lambda folder: is_checkpoint(folder)),
     "after_commit": (checkpointing, "commit", lambda staged, target: is_checkpoint(target)),
-    "mid_step": (checkpointing.SafeCheckpointMixin, "training_step",
+    "mid_step": (nonfinite_guard.NonFiniteGuardMixin, "training_step",
                  lambda trainer, *_: trainer.state.global_step + 1 == step),
     "loading": (transformers.Trainer, "_load_optimizer_and_scheduler", lambda trainer, path: is_checkpoint(path)),
 }}

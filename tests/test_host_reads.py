@@ -1,0 +1,130 @@
+"""A training step reads no tensor value on the host except through deferred_read.DeferredRead, one step late: on a
+GPU such a read (item, bool, float, int, tolist) waits for all queued work and lets the GPU run dry. Checked on CPU
+by recording every such read between on_step_begin and on_step_end of tiny pre_train_t5 runs."""
+import traceback
+from unittest import mock
+
+import torch
+from absl.testing import absltest, parameterized
+from torch.overrides import TorchFunctionMode
+from transformers import TrainerCallback
+
+import pre_train_t5
+import signals
+from deferred_read import DeferredRead
+from test_checkpointing import OneThreadTestCase, nan_loss_at
+
+HOST_READS = {"item", "__bool__", "__float__", "__int__", "__index__", "tolist"}
+
+
+def caller():
+    """file:line of the code that read the value (the innermost frame outside torch and this file)."""
+    frames = [f for f in traceback.extract_stack() if "/torch/" not in f.filename and f.filename != __file__]
+    return f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno} {frames[-1].line}"
+
+
+class StepRecorder(TrainerCallback, TorchFunctionMode):
+    """Host reads of tensor values inside optimizer steps, and the step each DeferredRead was made and read in."""
+
+    def __init__(self):
+        TrainerCallback.__init__(self)
+        TorchFunctionMode.__init__(self)
+        self.step, self.in_step = 0, False
+        self.reads = []  # caller() of each host read inside a step, outside deferred_read.py
+        self.deferred = []  # (step made, step read, read inside a step)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in HOST_READS:
+            where = caller()
+            if not where.startswith("deferred_read.py"):
+                self.reads.append(where)
+        return func(*args, **(kwargs or {}))
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.__enter__()
+        self.in_step = True
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.__exit__(None, None, None)
+        self.in_step = False
+        self.step += 1
+
+    def watch_deferred_reads(self):
+        """Patches DeferredRead (shared by every module that imports it) to note when each is made and read."""
+        recorder, make, read = self, DeferredRead.__init__, DeferredRead.read
+
+        def noting_make(deferred, tensor):
+            make(deferred, tensor)
+            deferred.made_at = recorder.step
+
+        def noting_read(deferred):
+            recorder.deferred.append((deferred.made_at, recorder.step, recorder.in_step))
+            return read(deferred)
+        return mock.patch.multiple(DeferredRead, __init__=noting_make, read=noting_read)
+
+
+class HostReadTest(OneThreadTestCase):
+
+    def run_recorded(self, **flags):
+        recorder = StepRecorder()
+        init = pre_train_t5.PretrainTrainer.__init__
+
+        def init_with_recorder(trainer, *args, **kwargs):
+            init(trainer, *args, **kwargs)
+            trainer.add_callback(recorder)  # last: its on_step_end closes the step after every other callback
+        with mock.patch.object(pre_train_t5.PretrainTrainer, "__init__", init_with_recorder), \
+                recorder.watch_deferred_reads():
+            pre_train_t5.main(self.run_flags(self.dir / "run", **{"max_steps": 6, "logging_steps": 100,
+                                                                  "save_strategy": "no", **flags}))
+        return recorder
+
+    @parameterized.named_parameters(
+        ("stop", {}), ("skip", {"nan_policy": "skip"}), ("accumulation", {"gradient_accumulation_steps": 2}),
+        ("streaming", {"streaming": True, "max_eval_samples": 8}))
+    def test_steps_read_nothing_on_the_host_and_each_verdict_a_step_later(self, flags):
+        recorder = self.run_recorded(**flags)
+        self.assertEqual(recorder.reads, [])
+        self.assertEqual(recorder.step, 6)
+        inside = [(made, read) for made, read, in_step in recorder.deferred if in_step]
+        self.assertNotEmpty(inside)
+        self.assertTrue(all(read == made + 1 for made, read in inside), inside)
+
+    def test_unfused_optimizer_reads_the_verdict_in_its_own_step(self):
+        """Adafactor cannot skip an update on the device (no found_inf): the verdict is read at once."""
+        recorder = self.run_recorded(optim="adafactor")
+        verdicts_read_at_once = [(made, read) for made, read, in_step in recorder.deferred if in_step and made == read]
+        self.assertLen(verdicts_read_at_once, 6)
+
+    def test_stop_is_raised_a_step_later_before_that_steps_update(self):
+        """Without a log or save at the bad step, `stop` comes from the next step's first micro-batch."""
+        with nan_loss_at(3), self.assertRaisesRegex(RuntimeError, r"non-finite loss \(nan\) at step 3;"):
+            self.run_recorded()
+
+
+class DeferredReadTest(absltest.TestCase):
+
+    def test_reads_the_value_the_tensor_had_when_made(self):
+        tensor = torch.tensor([1.0, float("nan")])
+        pending = DeferredRead(tensor)
+        tensor.zero_()
+        self.assertEqual(str(pending.read()), "[1.0, nan]")
+
+
+class PreemptionFlagTest(absltest.TestCase):
+    """In a distributed run every process stops one step after the all-reduce that saw a signal."""
+
+    def test_all_processes_stop_one_step_after_the_signal(self):
+        callback = signals.PreemptionCallback()
+        args = mock.Mock(device=torch.device("cpu"))
+        summed = []
+        with mock.patch.object(torch.distributed, "is_initialized", return_value=True), \
+                mock.patch.object(torch.distributed, "all_reduce", side_effect=lambda t: summed.append(t.clone())):
+            decisions = [callback.any_process_received(args)]
+            callback.received = 15  # SIGTERM arrives during step 2
+            decisions += [callback.any_process_received(args), callback.any_process_received(args)]
+        self.assertEqual(decisions, [False, False, True])
+        self.assertEqual([t.tolist() for t in summed], [[0.0], [1.0], [1.0]])
+
+
+if __name__ == "__main__":
+    absltest.main()
