@@ -60,7 +60,8 @@ class NonFiniteGuardMixin:
         self.skipped_steps = skips_logged(resume_from_checkpoint)
         result = super().train(resume_from_checkpoint, *args, **kwargs)
         self.read_verdict()  # the last step's, unless a log or a save read it already
-        vars(self.torch_optimizer()).pop("found_inf", None)
+        if self.optimizer is not None:
+            vars(self.torch_optimizer()).pop("found_inf", None)
         return result
 
     def torch_optimizer(self):
