@@ -60,8 +60,8 @@ from transformers import (  # noqa: E402
     PrinterCallback, Seq2SeqTrainer, T5ForConditionalGeneration, TrainerCallback, get_scheduler, set_seed)
 
 import modeling  # noqa: E402
-from pre_train_t5 import PretrainTrainer  # noqa: E402
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
+from pre_train_t5 import PretrainTrainer  # noqa: E402
 from run_flags import ATTN_IMPLEMENTATIONS, ModelArguments, SpanCorruptionArguments, T5TrainingArguments  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))

@@ -12,6 +12,7 @@ from transformers import TrainerCallback
 import pre_train_t5
 import signals
 from deferred_read import DeferredRead
+from nonfinite_guard import NonFiniteLossError
 from test_checkpointing import OneThreadTestCase, nan_loss_at
 
 HOST_READS = {"item", "__bool__", "__float__", "__int__", "__index__", "tolist"}
@@ -65,17 +66,21 @@ class StepRecorder(TrainerCallback, TorchFunctionMode):
 
 class HostReadTest(OneThreadTestCase):
 
-    def run_recorded(self, **flags):
-        recorder = StepRecorder()
+    def run_recorded(self, recorder=None, **flags):
+        recorder = recorder or StepRecorder()
         init = pre_train_t5.PretrainTrainer.__init__
 
         def init_with_recorder(trainer, *args, **kwargs):
             init(trainer, *args, **kwargs)
             trainer.add_callback(recorder)  # last: its on_step_end closes the step after every other callback
-        with mock.patch.object(pre_train_t5.PretrainTrainer, "__init__", init_with_recorder), \
-                recorder.watch_deferred_reads():
-            pre_train_t5.main(self.run_flags(self.dir / "run", **{"max_steps": 6, "logging_steps": 100,
-                                                                  "save_strategy": "no", **flags}))
+        try:
+            with mock.patch.object(pre_train_t5.PretrainTrainer, "__init__", init_with_recorder), \
+                    recorder.watch_deferred_reads():
+                pre_train_t5.main(self.run_flags(self.dir / "run", **{"max_steps": 6, "logging_steps": 100,
+                                                                      "save_strategy": "no", **flags}))
+        finally:
+            if recorder.in_step:  # a step that raised never reached on_step_end: leave no mode behind
+                recorder.__exit__(None, None, None)
         return recorder
 
     @parameterized.named_parameters(
@@ -97,8 +102,11 @@ class HostReadTest(OneThreadTestCase):
 
     def test_stop_is_raised_a_step_later_before_that_steps_update(self):
         """Without a log or save at the bad step, `stop` comes from the next step's first micro-batch."""
-        with nan_loss_at(3), self.assertRaisesRegex(RuntimeError, r"non-finite loss \(nan\) at step 3;"):
-            self.run_recorded()
+        recorder = StepRecorder()
+        with nan_loss_at(3), self.assertRaisesRegex(NonFiniteLossError, r"non-finite loss \(nan\) at step 3;"):
+            self.run_recorded(recorder)
+        self.assertEqual(recorder.step, 3)  # steps 1-3 ended; the error came from inside step 4
+        self.assertEqual(recorder.deferred[-1], (2, 3, True))
 
 
 class DeferredReadTest(absltest.TestCase):
