@@ -13,14 +13,15 @@ skips steps with inf gradients and lowers the scale.
 
 How, per optimizer step: the micro-batch losses are summed on the device, and just before optimizer.step() one
 verdict [loss non-finite on any process, norm non-finite, loss, norm] is computed there (one all-reduce of a flag,
-so all processes agree). With a fused torch optimizer (the default adamw_torch_fused) the verdict goes in as the
-optimizer's `found_inf`, the tensor through which torch's GradScaler has fused kernels skip an update on the device
-(step count restored); the host reads the verdict one step later (deferred_read.py), once the next step's work is
-queued: no GPU sync in the step. `stop` then raises at the next step, before that step's update. A log, a save or an
+so all processes agree). The host reads it one step later (deferred_read.py), once the next step's work is queued:
+no GPU sync in the step. `stop` then raises at the next step, before that step's update. A log, a save or an
 evaluation reads a pending verdict first, so a checkpoint or log line never misses a bad step, and so does the end
-of training. Other optimizers (Adafactor, unfused AdamW), fp16 and DeepSpeed read the verdict at once (a sync) and
-skip by dropping the gradients. Under DeepSpeed the engine steps inside backward, before the verdict: `skip` is
-refused there, and `stop` stops before the bad state is saved.
+of training. With a fused torch optimizer (the default adamw_torch_fused) the verdict also goes in as the
+optimizer's `found_inf`, the tensor through which torch's GradScaler has fused kernels skip an update on the device
+(step count restored), so the bad update never reaches the weights. Other optimizers (Adafactor, unfused AdamW),
+fp16 and DeepSpeed apply it in memory under `stop` (the weights are thrown away with the error, never saved); under
+`skip` they read the verdict at once (a sync) and skip by dropping the gradients. Under DeepSpeed the engine steps
+inside backward, before the verdict: `skip` is refused there.
 """
 import json
 import logging
@@ -96,7 +97,7 @@ class NonFiniteGuardMixin:
         self._verdict = (self.state.global_step + 1, DeferredRead(verdict))
         if self.skips_on_device():
             self.torch_optimizer().found_inf = verdict[:2].amax()  # 1.0: the fused kernel skips this update
-        elif self.read_verdict():
+        elif self.nan_policy == "skip" and self.read_verdict():
             model.zero_grad(set_to_none=True)  # parameters without a gradient are skipped by every optimizer
         return grad_norm
 
@@ -132,8 +133,9 @@ class NonFiniteGuardMixin:
     def stop_message(self, what, step):
         last = checkpoint_manifest.latest_valid_checkpoint(self.args.output_dir)
         resume = f"the last good checkpoint is {last}" if last else "no checkpoint was saved yet"
-        # DeepSpeed's engine has applied the update already; stopping still keeps it out of every checkpoint.
-        stopped = "before saving it" if self.is_deepspeed_enabled else "before applying it"
+        # Read a step late, a bad update has reached the weights in memory unless a fused kernel skipped it (or
+        # DeepSpeed's engine applied it inside backward); stopping still keeps it out of every checkpoint.
+        stopped = "before applying it" if self.skips_on_device() else "before saving it"
         return (f"non-finite {what} at step {step}; training stopped {stopped}, {resume}. Lower --learning_rate, "
                 "prefer --bf16 to --fp16, or pass --nan_policy skip to skip such steps")
 

@@ -150,7 +150,7 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
                 "string, or a YAML list). Every parameter must match some item; each item must match something."})
     nan_policy: str = field(default="stop", metadata={
         "help": "What a NaN/inf training loss (or NaN/inf gradient norm) does: stop (default; raise naming the "
-                "step, before the update is applied, so the last checkpoint stays the last good state) or skip "
+                "step, before the bad update reaches any checkpoint: the last one stays the last good state) or skip "
                 "(drop that optimizer step's update, count it in the logs as skipped_nonfinite_steps; not with "
                 "--deepspeed). See nonfinite_guard.py."})
     logging_nan_inf_filter: bool = field(default=False, metadata={

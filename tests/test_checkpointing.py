@@ -139,28 +139,47 @@ FAULTS = (  # (name, fault, what the stop message calls it)
 )
 
 
-# The default fused AdamW skips a bad update on the device (found_inf); Adafactor has its gradients dropped.
-OPTIMIZERS = (("fused_adamw", "adamw_torch_fused"), ("adafactor", "adafactor"))
-FAULTS_AND_OPTIMIZERS = tuple((f"{fault}_{opt_name}", fault_at_call, what, optim)
-                              for fault, fault_at_call, what in FAULTS for opt_name, optim in OPTIMIZERS)
+# (name, --optim, when `stop` stops). The default fused AdamW skips a bad update on the device (found_inf).
+# Adafactor has its gradients dropped under `skip`; under `stop` its update reaches the weights in memory (the
+# verdict is read a step later), never a checkpoint.
+OPTIMIZERS = (("fused_adamw", "adamw_torch_fused", "before applying it"),
+              ("adafactor", "adafactor", "before saving it"))
+FAULTS_AND_OPTIMIZERS = tuple((f"{fault}_{opt_name}", fault_at_call, what, optim, stopped)
+                              for fault, fault_at_call, what in FAULTS for opt_name, optim, stopped in OPTIMIZERS)
 
 
 class NonFiniteLossTest(OneThreadTestCase):
 
     @parameterized.named_parameters(*FAULTS_AND_OPTIMIZERS)
-    def test_stop_names_the_step_and_keeps_the_last_good_checkpoint(self, fault_at_call, what, optim):
+    def test_stop_names_the_step_and_keeps_the_last_good_checkpoint(self, fault_at_call, what, optim, stopped):
         out = self.dir / "run"
         with fault_at_call(3), self.assertRaisesRegex(
                 nonfinite_guard.NonFiniteLossError,
-                rf"non-finite {what} at step 3; training stopped before applying it, the last good checkpoint is "
+                rf"non-finite {what} at step 3; training stopped {stopped}, the last good checkpoint is "
                 rf"{out / 'checkpoint-2'}"):
             pre_train_t5.main(self.run_flags(out, max_steps=6, optim=optim))
         self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], ["checkpoint-2"])
         self.assertIsNone(checkpoint_manifest.find_problem(out / "checkpoint-2"))
         self.assertFalse((out / "model.safetensors").exists())
 
+    @parameterized.named_parameters(*((f"{name}_{where}", optim, stopped, step, flags, last)
+                                      for name, optim, stopped in OPTIMIZERS for where, step, flags, last in (
+                                          ("at_a_save", 4, {"max_steps": 6}, "checkpoint-2"),
+                                          ("at_the_end", 3, {"max_steps": 3, "save_strategy": "no",
+                                                             "logging_steps": 100}, None))))
+    def test_stop_reads_the_verdict_before_a_save_or_the_end(self, optim, stopped, step, flags, last):
+        """A bad step that saves (or ends training) is stopped right there, although its verdict is read late."""
+        out = self.dir / "run"
+        resume = f"the last good checkpoint is {out / last}" if last else "no checkpoint was saved yet"
+        with nan_loss_at(step), self.assertRaisesRegex(
+                nonfinite_guard.NonFiniteLossError,
+                rf"non-finite loss \(nan\) at step {step}; training stopped {stopped}, {resume}\."):
+            pre_train_t5.main(self.run_flags(out, optim=optim, **flags))
+        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], [last] if last else [])
+        self.assertFalse((out / "model.safetensors").exists())
+
     @parameterized.named_parameters(*FAULTS_AND_OPTIMIZERS)
-    def test_skip_leaves_the_weights_untouched_and_counts_the_skip(self, fault_at_call, _, optim):
+    def test_skip_leaves_the_weights_untouched_and_counts_the_skip(self, fault_at_call, _, optim, __):
         out = self.dir / "run"
         with fault_at_call(3):
             pre_train_t5.main(self.run_flags(out, save_steps=1, nan_policy="skip", optim=optim))
