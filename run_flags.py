@@ -4,6 +4,7 @@ Each field's help gives its meaning, default and interactions; `__post_init__` v
 model or data is loaded, and raises `flags.UsageError` with the fix.
 """
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,8 +168,27 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         if isinstance(self.report_to, str) and "," in self.report_to:
             self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
         self.bf16 = check_precision(self.bf16, self.fp16, self.use_cpu)
+        self.accelerator_config = with_non_blocking_copies(self.accelerator_config, self.dataloader_pin_memory)
         launch_checks.check_launch_configs(self)
         super().__post_init__()
+
+
+def with_non_blocking_copies(accelerator_config, pin_memory):
+    """HF's --accelerator_config with non_blocking on by default (with --dataloader_pin_memory, HF's default). Off,
+    accelerate copies each batch to the GPU with a blocking copy, which waits for every step queued before it: one
+    GPU sync per step, during which the GPU idles while the host fetches (and, with no loader workers, collates)
+    the next batch and launches the next step. Pinned batches copy asynchronously and safely (torch keeps a pinned
+    block until its copy has run). A value the user set, or a JSON file they name, is kept as it is."""
+    if isinstance(accelerator_config, str) and accelerator_config.lstrip().startswith("{"):
+        try:
+            accelerator_config = json.loads(accelerator_config)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"--accelerator_config is not valid JSON ({err}); pass a JSON object or a JSON file")
+    if accelerator_config is None:
+        accelerator_config = {}
+    if isinstance(accelerator_config, dict):
+        accelerator_config = {"non_blocking": bool(pin_memory), **accelerator_config}
+    return accelerator_config
 
 
 def check_precision(bf16, fp16, use_cpu):
@@ -188,7 +208,6 @@ def check_precision(bf16, fp16, use_cpu):
     if bf16 and not on_gpu and not use_cpu:
         raise UsageError("--bf16 true needs a GPU with bf16, or --use_cpu true for bf16 autocast on the CPU")
     return bool(bf16)
-
 
 
 # Fine-tuning choices. (Restored by the lead after an edit collision; see FineTuneDataArguments.)

@@ -15,19 +15,23 @@ DataCollatorForT5SpanCorruption with the same seed. Only the collator needs the 
   T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused, max_grad_norm 1.0, the linear
   schedule and the NaN guard), --bf16 and --torch_compile set from our flags, and the collator running live in the
   loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop gets.
-  A callback reads the clock at on_step_end of step burn_in and of every later step, so each timed span is one
-  whole iteration of Trainer's loop: fetching and collating the batch, forward/backward, clipping, optimizer,
-  scheduler, callbacks and the per-step nan check.
-- bare loop: the batches collated once up front; per step: copy to the device, autocast(bf16) forward,
-  backward, clip_grad_norm_ (Trainer clips at max_grad_norm by default, so the two arms do the same math),
-  optimizer.step(), scheduler.step(), zero_grad(). Optimizer class and kwargs come from
+  A callback reads the clock at on_step_end of step burn_in and of the last step (or every later step, --timing
+  steps), so the timed span is whole iterations of Trainer's loop: fetching and collating the batch, copying it to
+  the device, forward/backward, clipping, optimizer, scheduler, callbacks and the per-step nan check.
+- bare loop: the batches collated once up front (pinned on cuda); per step: copy to the device (non-blocking),
+  autocast(bf16) forward, backward, clip_grad_norm_ (Trainer clips at max_grad_norm by default, so the two arms do
+  the same math), optimizer.step(), scheduler.step(), zero_grad(). Optimizer class and kwargs come from
   Trainer.get_optimizer_cls_and_kwargs, so it is the optimizer the trainer arm builds (in one parameter group
   instead of Trainer's decay/no-decay two; weight decay is 0 by default, so the math is the same).
 
-Every clock reading sits behind torch.cuda.synchronize() on CUDA. Tokens/s (encoder + decoder tokens) come from the
-fastest timed step of each arm and medians are printed beside them: on a shared CPU machine other processes slow
-some steps down, and such a step says nothing about either arm (bench/collator.py keeps the best for the same
-reason); on a GPU best and median agree to a few percent. Mean losses of the two arms are printed side by side: equal
+Every clock reading sits behind torch.cuda.synchronize() on CUDA. --timing span (the default on cuda) reads the
+clock at the end of burn-in and of the last step only, and reports the mean step: a GPU runs a step while the host
+prepares the next one, as in training, and a sync at every step would stop that overlap (the GPU idles while the
+host fetches the batch and launches the step), which is not what a run sees. --timing steps (the default on cpu,
+where nothing overlaps) reads it at every step; tokens/s (encoder + decoder tokens) then come from the fastest
+timed step of each arm, medians printed beside them: on a shared CPU machine other processes slow some steps down,
+and such a step says nothing about either arm (bench/collator.py keeps the best for the same reason). Running both
+on a GPU shows what a sync per step costs. Mean losses of the two arms are printed side by side: equal
 losses show equal model, batches and optimizer. FLOPs per step are counted exactly, once, by
 torch.utils.flop_counter.FlopCounterMode over one forward+backward of the model on the meta device (matmuls only:
 mm/bmm/addmm/attention, the MFU convention; optimizer and elementwise work are not counted). It is below the
@@ -101,8 +105,14 @@ def parse_args(argv=None):
                              "print the ROWS ops that take the most self time on the device: where a step's time goes")
     parser.add_argument("--profile_trace", default=None, metavar="FILE.json",
                         help="with --profile: also write the Chrome/Perfetto trace there")
+    parser.add_argument("--timing", choices=("span", "steps"), default=None,
+                        help="span: synchronize only where the clock starts and stops, report the mean step (what "
+                             "training sees: steps overlap on the GPU); steps: synchronize at every step, report the "
+                             "fastest. Default: span on cuda, steps on cpu (no overlap there; the fastest step "
+                             "filters out other processes)")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
+    args.timing = args.timing or ("span" if args.device == "cuda" else "steps")
     if args.burn_in < 1 or args.steps < 1:
         parser.error(f"--burn_in={args.burn_in} and --steps={args.steps} must be >= 1: the clock starts at the end "
                      "of the last burn-in step")
@@ -195,14 +205,27 @@ def build_model(args, tokenizer, training_args):
     return modeling.build_model(model_args, tokenizer, use_cpu=args.device == "cpu")
 
 
-class StepClock(TrainerCallback):
-    """Clock readings at on_step_end of step `burn_in` and of every later step."""
+def reads_clock(step, burn_in, last_step, timing):
+    """Whether the clock is read (behind a device sync) at the end of `step` (1-based): at the end of burn-in and of
+    the last step (`span`), or of every step from burn-in on (`steps`)."""
+    return step == burn_in or step == last_step or (timing == "steps" and step > burn_in)
 
-    def __init__(self, burn_in, device):
-        self.burn_in, self.device, self.times = burn_in, device, []
+
+def step_seconds(times, steps):
+    """Seconds of each timed step: the differences of per-step readings, or a span's mean repeated `steps` times."""
+    spans = np.diff(times)
+    return spans if len(spans) == steps else np.full(steps, spans.sum() / steps)
+
+
+class StepClock(TrainerCallback):
+    """Clock readings at on_step_end of step `burn_in` and of the later steps `timing` reads."""
+
+    def __init__(self, burn_in, steps, timing, device):
+        self.burn_in, self.last_step, self.timing, self.device, self.times = burn_in, burn_in + steps, timing, \
+            device, []
 
     def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step >= self.burn_in:
+        if reads_clock(state.global_step, self.burn_in, self.last_step, self.timing):
             synchronize(self.device)
             self.times.append(time.perf_counter())
 
@@ -211,14 +234,14 @@ def time_trainer(args, tokenizer, windows, collator, dtype_name):
     """Seconds of each Trainer step after burn-in, and the mean training loss over all steps."""
     with tempfile.TemporaryDirectory() as output_dir:
         training_args = make_training_args(args, output_dir, dtype_name)
-        clock = StepClock(args.burn_in, args.device)
+        clock = StepClock(args.burn_in, args.steps, args.timing, args.device)
         trainer = PretrainTrainer(model=build_model(args, tokenizer, training_args), args=training_args,
                                   train_dataset=windows, data_collator=collator, processing_class=tokenizer,
                                   callbacks=[clock])
         trainer.remove_callback(PrinterCallback)  # its end-of-train metrics dict would interleave our lines
         result = trainer.train()
         del trainer
-    return np.diff(clock.times), result.training_loss
+    return step_seconds(clock.times, args.steps), result.training_loss
 
 
 def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
@@ -234,8 +257,8 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
     step_model = torch.compile(model, mode=args.compile_mode) if args.compile else model
     model.train()
     total_loss, times = torch.zeros((), device=args.device), []
-    for step, batch in enumerate(batches):
-        if step >= args.burn_in:
+    for step, batch in enumerate(batches):  # step steps are done: the clock reads as StepClock's at their end
+        if reads_clock(step, args.burn_in, len(batches), args.timing):
             synchronize(args.device)
             times.append(time.perf_counter())
             if profiler is not None and step == args.burn_in:
@@ -254,7 +277,7 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
     times.append(time.perf_counter())
     if profiler is not None:
         profiler.stop()
-    return np.diff(times), total_loss.item() / len(batches)
+    return step_seconds(times, args.steps), total_loss.item() / len(batches)
 
 
 def profile_bare_loop(args, tokenizer, batches, dtype_name):
@@ -291,6 +314,8 @@ def run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peak
     tokens_per_step = args.batch_size * (args.input_length + target_length)  # encoder + decoder tokens
     batches_collator = make_collator(tokenizer, span_args, target_length, args.seed)
     batches = [batches_collator(windows[i:i + args.batch_size]) for i in range(0, len(windows), args.batch_size)]
+    if args.device == "cuda":  # pinned, as Trainer's loader (dataloader_pin_memory) hands them: copies can overlap
+        batches = [{key: value.pin_memory() for key, value in batch.items()} for batch in batches]
     bare_seconds, bare_loss = time_bare_loop(args, tokenizer, batches, dtype_name)
     free_memory(args.device)
     trainer_seconds, trainer_loss = time_trainer(
@@ -308,8 +333,12 @@ def run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peak
     if args.device == "cuda" and chip and dtype_name == "bf16":
         line += f", {100 * achieved / (SPEC_BF16_TFLOPS[chip] * 1e12):.0f}% of {SPEC_BF16_TFLOPS[chip]:.0f} " \
                 f"TFLOP/s {chip} spec"
-    line += (f" ({device_name(args.device)}) | best of {args.steps} steps, median {np.median(trainer_seconds):.3g} "
-             f"vs {np.median(bare_seconds):.3g} s | mean loss {trainer_loss:.4f} vs {bare_loss:.4f}")
+    if args.timing == "steps":
+        timing = (f"best of {args.steps} steps, median {np.median(trainer_seconds):.3g} vs "
+                  f"{np.median(bare_seconds):.3g} s")
+    else:
+        timing = f"mean of {args.steps} steps timed as one span: {trainer_seconds[0]:.3g} vs {bare_seconds[0]:.3g} s"
+    line += f" ({device_name(args.device)}) | {timing} | mean loss {trainer_loss:.4f} vs {bare_loss:.4f}"
     print(line, flush=True)
     if args.profile:
         profile_bare_loop(args, tokenizer, batches, dtype_name)

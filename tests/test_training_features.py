@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 from absl.testing import absltest, parameterized
-from transformers import T5Config, T5ForConditionalGeneration
+from transformers import Seq2SeqTrainer, T5Config, T5ForConditionalGeneration
 from transformers.optimization import Adafactor
 
 import flags
@@ -15,7 +15,7 @@ import modeling
 import param_groups
 import pre_train_t5
 from flags import UsageError
-from run_flags import T5TrainingArguments
+from run_flags import T5TrainingArguments, with_non_blocking_copies
 from shared_data import require
 from test_pre_train_t5 import tiny_run_flags
 
@@ -88,6 +88,31 @@ class UnfusedAttentionWarningTest(parameterized.TestCase):
     def test_fixed_transformers_is_quiet(self, version):
         with self.assertNoLogs("modeling", level="WARNING"):
             modeling.warn_if_t5_attention_runs_unfused(version)
+
+
+class NonBlockingCopiesTest(parameterized.TestCase):
+    """Batches go to the device with non-blocking copies by default: a blocking copy would wait for the steps queued
+    before it, one GPU sync per step (run_flags.with_non_blocking_copies)."""
+
+    def test_trainers_data_loader_copies_without_blocking_by_default(self):
+        trainer = Seq2SeqTrainer(model=tiny_model(), args=training_args(),
+                                 train_dataset=[{"input_ids": [5, 6, 1], "labels": [7, 1]}] * 4)
+        self.assertTrue(trainer.get_train_dataloader()._non_blocking)
+
+    @parameterized.named_parameters(
+        ("json_off", ["--accelerator_config", '{"non_blocking": false}'], False),
+        ("json_other_key", ["--accelerator_config", '{"even_batches": false}'], True),
+        ("nothing_pinned", ["--dataloader_pin_memory", "false"], False))  # HF warns against non_blocking unpinned
+    def test_a_value_the_user_sets_is_kept(self, argv, non_blocking):
+        self.assertEqual(training_args(*argv).accelerator_config.non_blocking, non_blocking)
+
+    def test_a_yaml_mapping_keeps_its_keys(self):
+        config = with_non_blocking_copies({"even_batches": False}, pin_memory=True)
+        self.assertEqual(config, {"non_blocking": True, "even_batches": False})
+
+    def test_bad_json_is_refused_naming_the_flag(self):
+        with self.assertRaisesRegex(UsageError, r"^--accelerator_config is not valid JSON \(.*\); pass a JSON "):
+            training_args("--accelerator_config", '{"non_blocking": tru}')
 
 
 class ParamGroupsTest(parameterized.TestCase):
