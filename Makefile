@@ -33,3 +33,4 @@ bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/resume.py
 	$(OFFLINE) $(PY) bench/stream_prefetch.py
 	$(OFFLINE) $(PY) bench/attention_bias.py
+	$(OFFLINE) $(PY) bench/adafactor_step.py

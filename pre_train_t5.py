@@ -15,6 +15,7 @@ import checkpointing
 import data
 import eval_log
 import flags
+import grouped_adafactor
 import modeling
 import nonfinite_guard
 import output_dir
@@ -33,7 +34,10 @@ EVAL_METRIC = "token_accuracy"
 class PretrainTrainer(checkpointing.SafeCheckpointMixin, nonfinite_guard.NonFiniteGuardMixin,
                       stream_resume.StreamResumeMixin, Seq2SeqTrainer):
     """Atomic checkpoints and save-and-exit on SIGTERM/SIGUSR1 (checkpointing.py), --nan_policy
-    (nonfinite_guard.py), and streams that resume where they stopped (stream_resume.py)."""
+    (nonfinite_guard.py), streams that resume where they stopped (stream_resume.py), and Adafactor's update in
+    stacks of same-shaped parameters (grouped_adafactor.py)."""
+
+    get_optimizer_cls_and_kwargs = staticmethod(grouped_adafactor.optimizer_cls_and_kwargs)
 
 
 class CollatorEpochCallback(TrainerCallback):

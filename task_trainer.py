@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import Sampler, SequentialSampler
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
+import grouped_adafactor
 from checkpointing import SafeCheckpointMixin
 from constants import GLUE_SCORE_METRICS
 from metrics import compute_task_metrics, glue_average, rank_label_words, score_label_words
@@ -93,6 +94,7 @@ class TaskCollator(DataCollatorForSeq2Seq):
 
 
 class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, Seq2SeqTrainer):  # atomic checkpoints, --nan_policy
+    get_optimizer_cls_and_kwargs = staticmethod(grouped_adafactor.optimizer_cls_and_kwargs)  # stacked Adafactor
 
     def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
         self.eval_splits = list(eval_splits)

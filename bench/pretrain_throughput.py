@@ -12,17 +12,17 @@ DataCollatorForT5SpanCorruption with the same seed. Only the collator needs the 
 ../shared/data/t5_spiece, or $T5_SHARED_DATA/t5_spiece; without it the bench prints what is missing and exits.
 
 - trainer: pre_train_t5.PretrainTrainer (Seq2SeqTrainer with our checkpoint, --nan_policy and stream mixins) with
-  T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused, max_grad_norm 1.0, the linear
-  schedule and the NaN guard), --bf16 and --torch_compile set from our flags, and the collator running live in the
-  loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop gets.
-  A callback reads the clock at on_step_end of step burn_in and of the last step (or every later step, --timing
+  T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused (or --optim), max_grad_norm
+  1.0, the linear schedule and the NaN guard), --bf16 and --torch_compile set from our flags, and the collator
+  running live in the loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop gets. A
+  callback reads the clock at on_step_end of step burn_in and of the last step (or every later step, --timing
   steps), so the timed span is whole iterations of Trainer's loop: fetching and collating the batch, copying it to
   the device, forward/backward, clipping, optimizer, scheduler, callbacks and the per-step nan check.
 - bare loop: the batches collated once up front (pinned on cuda); per step: copy to the device (non-blocking),
   autocast(bf16) forward, backward, clip_grad_norm_ (Trainer clips at max_grad_norm by default, so the two arms do
   the same math), optimizer.step(), scheduler.step(), zero_grad(). Optimizer class and kwargs come from
-  Trainer.get_optimizer_cls_and_kwargs, so it is the optimizer the trainer arm builds (in one parameter group
-  instead of Trainer's decay/no-decay two; weight decay is 0 by default, so the math is the same).
+  grouped_adafactor.optimizer_cls_and_kwargs (Trainer's), so it is the optimizer the trainer arm builds (in one
+  parameter group instead of Trainer's decay/no-decay two; weight decay is 0 by default, so the math is the same).
 
 Every clock reading sits behind torch.cuda.synchronize() on CUDA. --timing span (the default on cuda) reads the
 clock at the end of burn-in and of the last step only, and reports the mean step: a GPU runs a step while the host
@@ -61,8 +61,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from transformers import (  # noqa: E402
-    PrinterCallback, Seq2SeqTrainer, T5ForConditionalGeneration, TrainerCallback, get_scheduler, set_seed)
+    PrinterCallback, T5ForConditionalGeneration, TrainerCallback, get_scheduler, set_seed)
 
+import grouped_adafactor  # noqa: E402
 import modeling  # noqa: E402
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
 from pre_train_t5 import PretrainTrainer  # noqa: E402
@@ -97,6 +98,8 @@ def parse_args(argv=None):
                         help="CUDA: TF32 for fp32 matmuls in both arms (Trainer's --tf32), incl. those autocast leaves")
     parser.add_argument("--attn_implementation", choices=ATTN_IMPLEMENTATIONS, default="sdpa",
                         help="T5 attention kernels, as pre_train_t5's --attn_implementation")
+    parser.add_argument("--optim", choices=("adamw_torch_fused", "adafactor"), default="adamw_torch_fused",
+                        help="both arms' optimizer (Trainer's --optim; adafactor: T5's settings, grouped_adafactor.py)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU (default: torch's)")
     parser.add_argument("--dataloader_num_workers", type=int, default=0,
                         help="Trainer's loader workers; > 0 moves collation off the clock but draws other masks")
@@ -185,14 +188,14 @@ def make_collator(tokenizer, span_args, target_length, seed):
 
 
 def make_training_args(args, output_dir, dtype_name):
-    """T5TrainingArguments at their defaults except what this bench sets: batch, steps, precision, compile."""
+    """T5TrainingArguments at their defaults except what this bench sets: batch, steps, precision, compile, optim."""
     extra = {}
     if "train_sampling_strategy" in T5TrainingArguments.__dataclass_fields__:  # absent from transformers 4.x
         extra["train_sampling_strategy"] = "sequential"  # the bare loop's batch order; same cost as random
     return T5TrainingArguments(
         output_dir=output_dir, per_device_train_batch_size=args.batch_size, max_steps=args.burn_in + args.steps,
         bf16=dtype_name == "bf16", tf32=args.tf32 or None, torch_compile=args.compile,
-        torch_compile_mode=args.compile_mode,
+        torch_compile_mode=args.compile_mode, optim=args.optim,
         use_cpu=args.device == "cpu", seed=args.seed, dataloader_num_workers=args.dataloader_num_workers,
         save_strategy="no", report_to="none", disable_tqdm=True, **extra)
 
@@ -250,7 +253,7 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
     with tempfile.TemporaryDirectory() as output_dir:
         training_args = make_training_args(args, output_dir, dtype_name)
     model = build_model(args, tokenizer, training_args).to(args.device)
-    optimizer_cls, optimizer_kwargs = Seq2SeqTrainer.get_optimizer_cls_and_kwargs(training_args, model)
+    optimizer_cls, optimizer_kwargs = grouped_adafactor.optimizer_cls_and_kwargs(training_args, model)
     optimizer = optimizer_cls(model.parameters(), **optimizer_kwargs)
     scheduler = get_scheduler(training_args.lr_scheduler_type, optimizer, training_args.get_warmup_steps(len(batches)),
                               len(batches))
