@@ -1,6 +1,6 @@
 """A training step reads no tensor value on the host except through deferred_read.DeferredRead, one step late: on a
-GPU such a read (item, bool, float, int, tolist) waits for all queued work and lets the GPU run dry. Checked on CPU
-by recording every such read between on_step_begin and on_step_end of tiny pre_train_t5 runs."""
+GPU such a read (item, bool, float, int, tolist, cpu, numpy) waits for all queued work and lets the GPU run dry.
+Checked on CPU by recording every such read between on_step_begin and on_step_end of tiny pre_train_t5 runs."""
 import traceback
 from unittest import mock
 
@@ -15,7 +15,7 @@ from deferred_read import DeferredRead
 from nonfinite_guard import NonFiniteLossError
 from test_checkpointing import OneThreadTestCase, nan_loss_at
 
-HOST_READS = {"item", "__bool__", "__float__", "__int__", "__index__", "tolist"}
+HOST_READS = {"item", "__bool__", "__float__", "__int__", "__index__", "tolist", "cpu", "numpy"}
 
 
 def caller():
