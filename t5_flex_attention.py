@@ -109,12 +109,18 @@ def t5_flex_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_
     """transformers' SDPA mask, except that no mask at all is built where nothing is masked: no padding mask given,
     and plain bidirectional attention, or causal attention without a cache offset (causality is then applied by the
     attention itself, from module.is_causal). Under torch.compile (torch 2.11) transformers otherwise materialises an
-    all-True [batch, 1, query, key] mask, which keeps the encoder off FlexAttention and cross-attention off flash."""
+    all-True [batch, 1, query, key] mask, which keeps the encoder off FlexAttention and cross-attention off flash.
+    A padding mask given is never read on the host (see below)."""
     plain = local_size is None and attention_mask is None
     if plain and mask_function is bidirectional_mask_function:
         return None
     if plain and mask_function is causal_mask_function and q_offset == kv_offset == 0 and q_length == kv_length:
         return None
+    if attention_mask is not None:
+        # transformers would read the padding mask on the host (`padding_mask.all()`, a GPU sync) to leave out a mask
+        # that masks nothing; that lets SDPA run flash, but T5's self-attention always carries its position bias,
+        # which rules flash out anyway. An all-True mask is kept instead: the same result, no sync.
+        kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
     return sdpa_mask(batch_size, q_length, kv_length, q_offset=q_offset, kv_offset=kv_offset,
                      mask_function=mask_function, attention_mask=attention_mask, local_size=local_size, **kwargs)
 

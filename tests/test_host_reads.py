@@ -9,11 +9,14 @@ from absl.testing import absltest, parameterized
 from torch.overrides import TorchFunctionMode
 from transformers import TrainerCallback
 
+import fine_tune_t5
 import pre_train_t5
 import signals
+import task_trainer
 from deferred_read import DeferredRead
 from nonfinite_guard import NonFiniteLossError
 from test_checkpointing import OneThreadTestCase, nan_loss_at
+from test_fine_tune_t5 import tiny_flags
 
 HOST_READS = {"item", "__bool__", "__float__", "__int__", "__index__", "tolist", "cpu", "numpy"}
 
@@ -64,24 +67,28 @@ class StepRecorder(TrainerCallback, TorchFunctionMode):
         return mock.patch.multiple(DeferredRead, __init__=noting_make, read=noting_read)
 
 
+def run_recorded(recorder, trainer_cls, run):
+    """run() with `recorder` added to every trainer_cls built; returns the recorder."""
+    init = trainer_cls.__init__
+
+    def init_with_recorder(trainer, *args, **kwargs):
+        init(trainer, *args, **kwargs)
+        trainer.add_callback(recorder)  # last: its on_step_end closes the step after every other callback
+    try:
+        with mock.patch.object(trainer_cls, "__init__", init_with_recorder), recorder.watch_deferred_reads():
+            run()
+    finally:
+        if recorder.in_step:  # a step that raised never reached on_step_end: leave no mode behind
+            recorder.__exit__(None, None, None)
+    return recorder
+
+
 class HostReadTest(OneThreadTestCase):
 
     def run_recorded(self, recorder=None, **flags):
-        recorder = recorder or StepRecorder()
-        init = pre_train_t5.PretrainTrainer.__init__
-
-        def init_with_recorder(trainer, *args, **kwargs):
-            init(trainer, *args, **kwargs)
-            trainer.add_callback(recorder)  # last: its on_step_end closes the step after every other callback
-        try:
-            with mock.patch.object(pre_train_t5.PretrainTrainer, "__init__", init_with_recorder), \
-                    recorder.watch_deferred_reads():
-                pre_train_t5.main(self.run_flags(self.dir / "run", **{"max_steps": 6, "logging_steps": 100,
-                                                                      "save_strategy": "no", **flags}))
-        finally:
-            if recorder.in_step:  # a step that raised never reached on_step_end: leave no mode behind
-                recorder.__exit__(None, None, None)
-        return recorder
+        argv = self.run_flags(self.dir / "run", **{"max_steps": 6, "logging_steps": 100, "save_strategy": "no",
+                                                   **flags})
+        return run_recorded(recorder or StepRecorder(), pre_train_t5.PretrainTrainer, lambda: pre_train_t5.main(argv))
 
     @parameterized.named_parameters(
         ("stop", {}), ("skip", {"nan_policy": "skip"}), ("accumulation", {"gradient_accumulation_steps": 2}),
@@ -107,6 +114,21 @@ class HostReadTest(OneThreadTestCase):
             self.run_recorded(recorder)
         self.assertEqual(recorder.step, 3)  # steps 1-3 ended; the error came from inside step 4
         self.assertEqual(recorder.deferred[-1], (2, 3, True))
+
+
+class FineTuneHostReadTest(OneThreadTestCase):
+    """Fine-tuning batches are padded. transformers reads the padding mask on the host in its SDPA mask function
+    (padding_mask.all(), to drop a mask that masks nothing; skipped under torch.compile); t5_flex's mask function
+    keeps such a mask instead (t5_flex_attention.t5_flex_mask)."""
+
+    @parameterized.named_parameters(("sdpa", "sdpa", 2), ("t5_flex", "t5_flex", 0))
+    def test_reads_per_step(self, attn_implementation, reads_per_step):
+        argv = tiny_flags(str(self.dir / "run"), optim="adafactor", eval_strategy="no", save_strategy="no",
+                          logging_steps=100, attn_implementation=attn_implementation)
+        recorder = run_recorded(StepRecorder(), task_trainer.TaskTrainer, lambda: fine_tune_t5.main(argv))
+        self.assertEqual(recorder.step, 4)
+        self.assertLen(recorder.reads, reads_per_step * recorder.step)
+        self.assertTrue(all(read.startswith("masking_utils.py") for read in recorder.reads), recorder.reads)
 
 
 class DeferredReadTest(absltest.TestCase):

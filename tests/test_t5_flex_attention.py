@@ -157,6 +157,17 @@ class MaskTest(parameterized.TestCase):
                                               allow_is_causal_skip=False)
         self.assertEqual(mask[0, 0].tolist(), [[k <= 4 + q for k in range(7)] for q in range(3)])
 
+    @parameterized.named_parameters(("bidirectional", bidirectional_mask_function, True),
+                                    ("causal", causal_mask_function, False))
+    def test_a_padding_mask_that_masks_nothing_is_kept_without_reading_it(self, mask_function, allow_skip):
+        """transformers drops such a mask after reading it on the host (padding_mask.all(), a GPU sync per step)."""
+        unpadded = torch.ones(2, 16, dtype=torch.bool)
+        with mock.patch.object(torch.Tensor, "all", side_effect=AssertionError("padding mask read")):
+            mask = t5_flex_attention.t5_flex_mask(2, 16, 16, mask_function=mask_function, attention_mask=unpadded,
+                                                  allow_is_causal_skip=True, allow_is_bidirectional_skip=allow_skip)
+        expected = torch.ones(16, 16, dtype=torch.bool)
+        self.assertTrue(mask[:, 0].equal((expected if allow_skip else expected.tril()).expand(2, 16, 16)))
+
 
 class GpuGenerationTest(parameterized.TestCase):
     """FlexAttention's Triton kernels need sm80+: an older GPU is refused when the model is built, not mid-step."""
