@@ -1,6 +1,7 @@
 """A training step reads no tensor value on the host except through deferred_read.DeferredRead, one step late: on a
 GPU such a read (item, bool, float, int, tolist, cpu, numpy) waits for all queued work and lets the GPU run dry.
-Checked on CPU by recording every such read between on_step_begin and on_step_end of tiny pre_train_t5 runs."""
+Checked on CPU by recording every such read from the first on_step_begin to the last on_step_end of tiny runs: the
+steps and what runs between them (fetching the next batch, copying it, callbacks)."""
 import traceback
 from unittest import mock
 
@@ -28,13 +29,14 @@ def caller():
 
 
 class StepRecorder(TrainerCallback, TorchFunctionMode):
-    """Host reads of tensor values inside optimizer steps, and the step each DeferredRead was made and read in."""
+    """Host reads of tensor values from the first step's start to the last step's end, and the step each
+    DeferredRead was made and read in."""
 
     def __init__(self):
         TrainerCallback.__init__(self)
         TorchFunctionMode.__init__(self)
-        self.step, self.in_step = 0, False
-        self.reads = []  # caller() of each host read inside a step, outside deferred_read.py
+        self.step, self.in_step, self.recording = 0, False, False
+        self.reads = []  # caller() of each host read while recording, outside deferred_read.py
         self.deferred = []  # (step made, step read, read inside a step)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -45,13 +47,21 @@ class StepRecorder(TrainerCallback, TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self.__enter__()
+        if not self.recording:
+            self.__enter__()
+            self.recording = True
         self.in_step = True
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.__exit__(None, None, None)
         self.in_step = False
         self.step += 1
+        if state.global_step >= state.max_steps:
+            self.stop_recording()
+
+    def stop_recording(self):
+        if self.recording:
+            self.__exit__(None, None, None)
+            self.recording = False
 
     def watch_deferred_reads(self):
         """Patches DeferredRead (shared by every module that imports it) to note when each is made and read."""
@@ -78,8 +88,7 @@ def run_recorded(recorder, trainer_cls, run):
         with mock.patch.object(trainer_cls, "__init__", init_with_recorder), recorder.watch_deferred_reads():
             run()
     finally:
-        if recorder.in_step:  # a step that raised never reached on_step_end: leave no mode behind
-            recorder.__exit__(None, None, None)
+        recorder.stop_recording()  # a step that raised never reached the last on_step_end: leave no mode behind
     return recorder
 
 
