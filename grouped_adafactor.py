@@ -4,13 +4,14 @@
 
 transformers' Adafactor updates one parameter at a time, about 20 small kernels each (squares, row and column means,
 rsqrt, the update's RMS clip, the add): 6,064 operations a step for t5-base's 257 tensors, each a kernel launch on a
-GPU, which costs more there than the step's arithmetic; stacked, 617 (bench/adafactor_step.py). T5's recipe (fixed
-learning rate, scale_parameter=False, relative_step=False, no first moment: what Trainer's `--optim adafactor` sets)
-has no per-parameter scalar read on the host, so parameters of one shape and step count can be stacked and updated
-together with the same operations along a batch dimension: the same math and the same optimizer state, in HF's
-layout (per parameter: step, exp_avg_sq_row/col or exp_avg_sq, RMS), so checkpoints load either way. Stacks are
-capped at BUCKET_ELEMENTS values (the temporary memory: a few times that in fp32). Other settings, non-fp32
-parameters, sparse gradients and parameters on the CPU (see STACK_DEVICES) take transformers' own step.
+GPU (microseconds each, however small the tensor); stacked, 617 (bench/adafactor_step.py; the GPU time saved is not
+measured yet). T5's recipe (fixed learning rate, scale_parameter=False, relative_step=False, no first moment: what
+Trainer's `--optim adafactor` sets) has no per-parameter scalar read on the host, so parameters of one shape and
+step count can be stacked and updated together with the same operations along a batch dimension: the same math and
+the same optimizer state, in HF's layout (per parameter: step, exp_avg_sq_row/col or exp_avg_sq, RMS), so
+checkpoints load either way. Stacks are capped at BUCKET_ELEMENTS values (the temporary memory: a few times that in
+fp32). Other settings, non-fp32 parameters, sparse gradients and parameters on the CPU (see STACK_DEVICES) take
+transformers' own step.
 """
 import math
 from collections import defaultdict
