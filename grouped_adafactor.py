@@ -82,7 +82,7 @@ class GroupedAdafactor(Adafactor):
             update = Adafactor._approx_sq_grad(rows, cols).mul_(grads)
         else:
             update = moving_average([s["exp_avg_sq"] for s in states], update, beta2t).rsqrt().mul_(grads)
-        update_rms = update.flatten(1).norm(dim=1) / math.sqrt(params[0].numel())
+        update_rms = update.reshape(len(params), -1).norm(dim=1) / math.sqrt(params[0].numel())
         clip = (update_rms / group["clip_threshold"]).clamp_(min=1.0)
         update.div_(clip.view(-1, *[1] * params[0].dim())).mul_(lr)
         if group["weight_decay"] != 0:
