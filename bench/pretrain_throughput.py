@@ -224,8 +224,8 @@ class StepClock(TrainerCallback):
     """Clock readings at on_step_end of step `burn_in` and of the later steps `timing` reads."""
 
     def __init__(self, burn_in, steps, timing, device):
-        self.burn_in, self.last_step, self.timing, self.device, self.times = burn_in, burn_in + steps, timing, \
-            device, []
+        self.burn_in, self.last_step, self.timing = burn_in, burn_in + steps, timing
+        self.device, self.times = device, []
 
     def on_step_end(self, args, state, control, **kwargs):
         if reads_clock(state.global_step, self.burn_in, self.last_step, self.timing):
