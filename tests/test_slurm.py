@@ -64,6 +64,19 @@ class SlurmScriptsTest(parameterized.TestCase):
         command, _ = self.dry_run("slurm/wandb_sweep_agents.sbatch", "--dry-run", "me/t5/abc123", "5")
         self.assertEqual(command, "srun --ntasks 8 --gpus-per-task 1 wandb agent --count 5 me/t5/abc123")
 
+    @parameterized.named_parameters(("env", "DRY_RUN=1", ()), ("flag", "--dry-run", ("--dry-run",)))
+    def test_optuna_array_agent_command(self, _, leading_args):
+        if not leading_args:
+            self.env["SLURM_ARRAY_TASK_ID"] = "3"
+        else:
+            del self.env["DRY_RUN"]
+        storage = "journal:///shared/sst2.journal"
+        command, stdout = self.dry_run("slurm/sweep_agents_array.sbatch", *leading_args, "sweeps/glue_sst2_sweep.yaml",
+                                       storage, "40", "--output_dir", "/shared/sst2")
+        self.assertEqual(command, f"python sweep.py sweeps/glue_sst2_sweep.yaml --storage {storage} --trials 40 "
+                                  "--output_dir /shared/sst2")
+        self.assertIn(f"sweep agent {3 if not leading_args else 0} of array job", stdout)
+
     @parameterized.parameters(*TOPOLOGY_SCRIPTS)
     def test_outside_slurm_the_script_says_so(self, script):
         env = {k: v for k, v in self.env.items() if k != "SLURM_JOB_NODELIST"}
