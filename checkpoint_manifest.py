@@ -106,9 +106,14 @@ def latest_valid_checkpoint(output_dir):
     return None
 
 
+def asks_to_resume(resume_from_checkpoint):
+    """Whether --resume_from_checkpoint asks for a checkpoint at all ('false' and empty say no)."""
+    return resume_from_checkpoint not in (None, "", "false", "False")
+
+
 def resolve_checkpoint(output_dir, resume_from_checkpoint):
     """Maps --resume_from_checkpoint (None, 'auto' or a path) to a valid checkpoint folder or None."""
-    if resume_from_checkpoint in (None, "", "false", "False"):
+    if not asks_to_resume(resume_from_checkpoint):
         return None
     if resume_from_checkpoint == "auto":
         last = latest_valid_checkpoint(output_dir)

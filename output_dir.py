@@ -18,7 +18,8 @@ def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
     path = Path(output_dir)
     if path.exists() and not path.is_dir():
         raise UsageError(f"--output_dir {path} is a file; pass a folder path")
-    if not path.is_dir() or not any(path.iterdir()) or overwrite_output_dir or resume_from_checkpoint:
+    resuming = checkpoint_manifest.asks_to_resume(resume_from_checkpoint)
+    if not path.is_dir() or not any(path.iterdir()) or overwrite_output_dir or resuming:
         return
     raise UsageError(f"--output_dir {path} is not empty; pass --overwrite_output_dir to write into it, "
                      "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
@@ -29,7 +30,15 @@ def prepare_output_dir(training_args):
     from (None for a fresh start)."""
     check_output_dir(training_args.output_dir, training_args.overwrite_output_dir,
                      training_args.resume_from_checkpoint)
-    return resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+    checkpoint = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+    finished = Path(training_args.output_dir) / METRICS_FILE
+    if checkpoint is None and finished.exists() and not training_args.overwrite_output_dir:
+        # 'auto' found nothing to continue from, and starting afresh would replace a run that ended.
+        raise UsageError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: --output_dir "
+                         f"{training_args.output_dir} holds a finished run ({METRICS_FILE}) and no complete "
+                         "checkpoint to continue from; pass --overwrite_output_dir true to replace it, or choose "
+                         "another --output_dir")
+    return checkpoint
 
 
 def resolve_checkpoint(output_dir, resume_from_checkpoint):

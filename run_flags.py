@@ -13,6 +13,7 @@ from transformers import Seq2SeqTrainingArguments
 import constants
 import launch_checks
 from flags import UsageError, closest_names
+from nonfinite_guard import NAN_POLICIES
 
 # datasets builder for each local file suffix (".tsv" is csv with a tab delimiter).
 FILE_BUILDERS = {".txt": "text", ".raw": "text", ".text": "text", ".json": "json", ".jsonl": "json",
@@ -115,6 +116,11 @@ class PretrainDataArguments:
             raise UsageError(f"--sample_by={self.sample_by!r}; choices: {', '.join(SAMPLE_BY_CHOICES)}")
         if not 0 < self.validation_split_percentage < 100:
             raise UsageError(f"--validation_split_percentage={self.validation_split_percentage} must be in (0, 100)")
+        for flag in ("max_train_samples", "max_eval_samples"):
+            check_positive(flag, getattr(self, flag))
+        if self.preprocessing_num_workers is not None and self.preprocessing_num_workers < 1:
+            raise UsageError(f"--preprocessing_num_workers={self.preprocessing_num_workers} must be >= 1 (leave it "
+                             "unset to tokenise in this process)")
 
 
 @dataclass
@@ -167,10 +173,47 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
                              "pickles its arguments); set the HF_TOKEN environment variable instead")
         if isinstance(self.report_to, str) and "," in self.report_to:
             self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
+        check_report_to(self.report_to)
+        check_training_numbers(self)
+        if self.nan_policy not in NAN_POLICIES:
+            raise UsageError(f"--nan_policy={self.nan_policy!r}; choices: {', '.join(NAN_POLICIES)}")
         self.bf16 = check_precision(self.bf16, self.fp16, self.use_cpu)
         self.accelerator_config = with_non_blocking_copies(self.accelerator_config, self.dataloader_pin_memory)
         launch_checks.check_launch_configs(self)
         super().__post_init__()
+
+    def trains(self):
+        """Whether the entry script trains (pre-training always does; fine-tuning unless --do_train false)."""
+        return True
+
+
+def check_report_to(report_to):
+    """Refuses an unknown --report_to name now, not when the Trainer is built (after config.yaml is written)."""
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    names = [report_to] if isinstance(report_to, str) else report_to or []
+    for name in names:
+        if name not in (*INTEGRATION_TO_CALLBACK, "all", "none"):
+            raise UsageError(f"--report_to {name!r} is not a tracker transformers knows; choices: "
+                             f"{', '.join(INTEGRATION_TO_CALLBACK)}, all, none")
+
+
+def check_training_numbers(args):
+    """Refuses batch sizes, accumulation, beams and lengths below 1, a negative learning rate, and a training run
+    of no steps: HF would fail later (a ZeroDivisionError, an optimizer error) or 'finish' without training."""
+    for flag in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
+                 "generation_num_beams", "generation_max_length"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag}={value} must be >= 1")
+    if args.learning_rate < 0:
+        raise UsageError(f"--learning_rate={args.learning_rate} must be >= 0")
+    if args.max_steps == 0 or args.max_steps < -1:
+        raise UsageError(f"--max_steps={args.max_steps}: pass a number of optimizer steps > 0, or -1 to train "
+                         "for --num_train_epochs")
+    if args.trains() and args.max_steps == -1 and not args.num_train_epochs > 0:
+        raise UsageError(f"--num_train_epochs={args.num_train_epochs} trains nothing; pass a number of epochs > 0 "
+                         "or --max_steps N")
 
 
 def with_non_blocking_copies(accelerator_config, pin_memory):
@@ -184,6 +227,9 @@ def with_non_blocking_copies(accelerator_config, pin_memory):
             accelerator_config = json.loads(accelerator_config)
         except json.JSONDecodeError as err:
             raise UsageError(f"--accelerator_config is not valid JSON ({err}); pass a JSON object or a JSON file")
+    if isinstance(accelerator_config, str) and not Path(accelerator_config).is_file():
+        raise UsageError(f"--accelerator_config {accelerator_config}: no such JSON file; pass a JSON file or an "
+                         "object like '{\"non_blocking\": true}'")
     if accelerator_config is None:
         accelerator_config = {}
     if isinstance(accelerator_config, dict):
@@ -343,3 +389,6 @@ class FineTuneTrainingArguments(T5TrainingArguments):
             raise UsageError(f"--train_sampling_strategy={self.train_sampling_strategy!r}; choices: "
                              f"{', '.join(TRAIN_SAMPLING_STRATEGIES)}")
         super().__post_init__()
+
+    def trains(self):
+        return self.do_train

@@ -149,11 +149,20 @@ class PreTrainRefusalsTest(TinyRunTestCase):
             pre_train_t5.main(argv)
         self.assertEqual(snapshot(self.dir), before)
 
-    def test_non_empty_output_dir(self):
+    @parameterized.named_parameters(("no_resume", {}), ("resume_false", {"resume_from_checkpoint": "false"}))
+    def test_non_empty_output_dir(self, overrides):
         self.out.mkdir()
         (self.out / "precious.txt").write_text("results of last week")
-        self.assert_refused(tiny_run_flags(str(self.out), self.corpus),
+        self.assert_refused(tiny_run_flags(str(self.out), self.corpus, **overrides),
                             "--output_dir .* is not empty; pass --overwrite_output_dir")
+
+    def test_auto_does_not_restart_a_finished_run_without_checkpoints(self):
+        self.out.mkdir()
+        (self.out / "metrics.json").write_text('{"train_loss": 1.0}')
+        (self.out / "model.safetensors").write_text("last week's weights")
+        self.assert_refused(tiny_run_flags(str(self.out), self.corpus, resume_from_checkpoint="auto"),
+                            "--resume_from_checkpoint auto: --output_dir .* holds a finished run \\(metrics.json\\) "
+                            "and no complete checkpoint to continue from; pass --overwrite_output_dir true")
 
     @parameterized.named_parameters(
         ("unknown_preset", {"model_size": "t5-huge"}, "unknown --model_size 't5-huge'"),
