@@ -36,6 +36,13 @@ MIXED_PRECISION_PAD_MULTIPLE = 8  # tensor cores want dimensions in multiples of
 SPLIT_METRICS = ("loss", "invalid_count", "invalid_rate")  # reported for every split besides the task's metrics
 
 
+def check_model_to_evaluate(model_args, training_args):
+    """Evaluating without training needs a trained model: a random --model_size init would score chance."""
+    if not training_args.do_train and model_args.model_name_or_path is None:
+        raise UsageError("--do_train false evaluates an existing model: pass --model_name_or_path (a folder or hub "
+                         "name), or drop --do_train false to fine-tune first")
+
+
 def check_label_scoring(data_args, tasks):
     """Rank scoring needs label words: refused when no task has them, noted when only some do."""
     if data_args.label_scoring != "rank":
@@ -108,6 +115,7 @@ def main(argv=None):
 
     # 2. Logging
     run_logging.setup_logging(training_args)
+    check_model_to_evaluate(model_args, training_args)
     check_label_scoring(data_args, tasks)
     if best_metric and training_args.metric_for_best_model_from_task:
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,

@@ -6,6 +6,7 @@ from pathlib import Path
 import torch
 import transformers
 from packaging.version import Version
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoTokenizer, T5Config, T5ForConditionalGeneration, T5TokenizerFast
 from transformers.models.t5.modeling_t5 import T5Attention
 
@@ -14,6 +15,7 @@ import t5_flex_attention  # registers --attn_implementation t5_flex with transfo
 from flags import UsageError
 
 logger = logging.getLogger(__name__)
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
 FUSED_T5_ATTENTION_SINCE = "5.20"  # the first transformers whose T5 gives SDPA a contiguous position-bias mask
 
 
@@ -39,6 +41,11 @@ def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False):
     # A bare folder (spiece.model/tokenizer.json, no tokenizer_config.json) loads through AutoTokenizer
     # without T5's special tokens, so it is read as a T5 tokenizer explicitly.
     bare_folder = Path(name_or_path).is_dir() and not (Path(name_or_path) / "tokenizer_config.json").exists()
+    if bare_folder and not any((Path(name_or_path) / name).is_file() for name in TOKENIZER_FILES):
+        # T5TokenizerFast would build a vocabulary of only the special tokens from it: every word unknown.
+        raise UsageError(f"--tokenizer_name_or_path {name_or_path} holds no tokenizer (none of tokenizer_config.json, "
+                         f"{', '.join(TOKENIZER_FILES)}); pass a T5 tokenizer folder or build one with "
+                         "train_tokenizer.py")
     loader = T5TokenizerFast if bare_folder else AutoTokenizer
     try:
         tokenizer = loader.from_pretrained(name_or_path, cache_dir=cache_dir, trust_remote_code=trust_remote_code)
@@ -73,7 +80,11 @@ def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False):
     if not getattr(config, "is_encoder_decoder", False):
         raise UsageError(f"--model_name_or_path {name_or_path} is a {config.model_type} model, not an "
                          "encoder-decoder (seq2seq) model; pass a T5 folder or hub name")
-    return T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir)
+    try:
+        return T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir)
+    except (OSError, ValueError, SafetensorError) as err:  # no weights file, or an unreadable one
+        raise UsageError(f"cannot load the weights of {name_or_path!r} (--model_name_or_path): "
+                         f"{str(err).splitlines()[0]}") from None
 
 
 def build_model(model_args, tokenizer, use_cpu=False):

@@ -35,6 +35,9 @@ def finetune(work, **overrides):
     return tiny_flags(str(work / "out"), **overrides)
 
 
+T5_CONFIG = json.dumps({"model_type": "t5", "is_encoder_decoder": True, "d_model": 32, "d_ff": 64, "d_kv": 8,
+                        "num_layers": 1, "num_heads": 2, "vocab_size": 32128})
+
 # name -> (entry, argv builder given the work folder, expected message fragment)
 CASES = {
     # config files
@@ -97,6 +100,18 @@ CASES = {
         w / "ds.json", json.dumps({"zero_optimization": {"stage": 5}}))), "unknown ZeRO stage 5"),
     "accelerator_config_missing": ("pre_train_t5", lambda w: pretrain(w, accelerator_config=str(w / "acc.json")),
                                    "acc.json: no such JSON file"),
+    # models and tokenizers
+    "tokenizer_folder_without_tokenizer": ("pre_train_t5", lambda w: pretrain(
+        w, tokenizer_name_or_path=str(Path(write(w / "tok/notes.txt", "not a tokenizer\n")).parent)),
+        "holds no tokenizer"),
+    "model_without_weights": ("pre_train_t5", lambda w: pretrain(
+        w, model_name_or_path=str(Path(write(w / "m/config.json", T5_CONFIG)).parent)), "cannot load the weights"),
+    "model_corrupt_weights": ("pre_train_t5", lambda w: pretrain(
+        w, model_name_or_path=[write(w / "m/model.safetensors", "garbage" * 20),
+                               str(Path(write(w / "m/config.json", T5_CONFIG)).parent)][1]),
+        "cannot load the weights"),
+    "evaluate_a_random_model": ("fine_tune_t5", lambda w: finetune(w, do_train=False),
+                                "--do_train false evaluates an existing model"),
     # checkpoints
     "resume_missing_checkpoint": ("pre_train_t5", lambda w: pretrain(w, resume_from_checkpoint=str(w / "ckpt")),
                                   "checkpoint"),
