@@ -4,6 +4,7 @@ Batch size, gradient accumulation, clipping, learning rate, optimizer and schedu
 once, in our flags. HF's DeepSpeed integration fills "auto" from them; a concrete value that disagrees would
 otherwise win silently in some places and lose in others, so it is refused before training starts.
 """
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -130,3 +131,14 @@ def check_launch_configs(args):
             config = load_deepspeed_config(source)
             check_zero_stage(config, where)
             check_deepspeed_agrees(config, args, where)
+    check_deepspeed_launcher(args)
+
+
+def check_deepspeed_launcher(args):
+    """DeepSpeed learns its process group from a launcher's environment (LOCAL_RANK); under plain python it falls
+    back to MPI discovery, which fails on a missing mpi4py only once the Trainer is built, after config.yaml."""
+    launched = "LOCAL_RANK" in os.environ or args.local_rank != -1
+    if args.deepspeed and not launched and importlib.util.find_spec("mpi4py") is None:
+        raise UsageError("--deepspeed needs a launcher: run `deepspeed --num_gpus N ENTRY.py ...`, `torchrun "
+                         "--nproc_per_node N ENTRY.py ...` or `accelerate launch`, not plain python (DeepSpeed would "
+                         "look for mpi4py)")

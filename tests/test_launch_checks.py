@@ -2,6 +2,7 @@
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 from absl.testing import absltest, parameterized
@@ -84,6 +85,24 @@ class DeepSpeedConfigTest(parameterized.TestCase):
         path = self.write_config({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}})
         with self.assertRaisesRegex(UsageError, "defines an optimizer, which would ignore --param_group_lr"):
             parse_training_flags("--deepspeed", path, "--param_group_lr", ".*=1e-3")
+
+    def test_deepspeed_under_plain_python_without_mpi4py_is_refused(self):
+        env = {name: value for name, value in os.environ.items() if name != "LOCAL_RANK"}
+        with mock.patch.dict(os.environ, env, clear=True), \
+                mock.patch("importlib.util.find_spec", return_value=None) as find_spec, \
+                self.assertRaisesRegex(UsageError, "--deepspeed needs a launcher: run `deepspeed --num_gpus N"):
+            parse_training_flags("--deepspeed", str(REPO / "zero_stage2_config.json"))
+        find_spec.assert_called_with("mpi4py")
+
+    @parameterized.named_parameters(("launcher_env", {"LOCAL_RANK": "0"}, -1, None),
+                                    ("launcher_argument", {}, 0, None), ("mpi4py", {}, -1, "mpi4py spec"))
+    def test_deepspeed_under_a_launcher_or_with_mpi4py_is_accepted(self, env, local_rank, mpi4py):
+        import launch_checks
+        args = SimpleNamespace(deepspeed="zero_stage2_config.json", local_rank=local_rank)
+        with mock.patch.dict(os.environ, env), mock.patch("importlib.util.find_spec", return_value=mpi4py):
+            if "LOCAL_RANK" not in env:
+                os.environ.pop("LOCAL_RANK", None)
+            launch_checks.check_deepspeed_launcher(args)  # no error
 
 
 class AccelerateAndPrecisionTest(parameterized.TestCase):
