@@ -129,6 +129,7 @@ def main(argv=None):
 
     # 5. Tokenizer, model (load_pretrained_t5 refuses a folder that is not an encoder-decoder).
     tokenizer, model = modeling.load_tokenizer_and_model(model_args, training_args.use_cpu)
+    output_dir.check_checkpoint_fits(checkpoint, model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
     # 6. Data: rows -> "prefix field: value ..." -> ids; unknown labels, missing columns, empty splits refused.

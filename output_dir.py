@@ -1,4 +1,5 @@
 """The run's output folder: refuse to clobber it, find the checkpoint to resume, write files atomically."""
+import json
 import logging
 from pathlib import Path
 
@@ -11,6 +12,9 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.json"
 LOSS_CURVE_FILE = "loss_curve.png"
+# What a checkpoint's weights must agree on with the model built now (T5Config names).
+ARCHITECTURE_KEYS = ("d_model", "d_ff", "d_kv", "num_heads", "num_layers", "num_decoder_layers", "vocab_size",
+                     "feed_forward_proj")
 
 
 def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
@@ -46,6 +50,21 @@ def resolve_checkpoint(output_dir, resume_from_checkpoint):
     checkpoints (manifest.json present and matching) count: 'auto' skips broken ones with a warning, an explicit
     broken path is a UsageError."""
     return checkpoint_manifest.resolve_checkpoint(output_dir, resume_from_checkpoint)
+
+
+def check_checkpoint_fits(checkpoint, model):
+    """Refuses to resume from a checkpoint saved by another architecture (HF would fail mid-load with a long
+    size-mismatch trace, after config.yaml is written)."""
+    saved_config = Path(checkpoint or "") / "config.json"
+    if not checkpoint or not saved_config.is_file():
+        return
+    saved = json.loads(saved_config.read_text())
+    built = model.config.to_dict()
+    differ = [f"{key}={saved[key]} (this run: {built.get(key)})" for key in ARCHITECTURE_KEYS
+              if key in saved and saved[key] != built.get(key)]
+    if differ:
+        raise UsageError(f"--resume_from_checkpoint {checkpoint} holds another model: {', '.join(differ)}; resume "
+                         "with that run's flags (its config.yaml) or start a new --output_dir")
 
 
 def write_resolved_config(output_dir, flags):

@@ -81,6 +81,7 @@ def main(argv=None):
 
     # 5. Tokenizer, model
     tokenizer, model = modeling.load_tokenizer_and_model(model_args, training_args.use_cpu)
+    output_dir.check_checkpoint_fits(checkpoint, model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
     run_logging.log_run_summary(resolved, modeling.count_parameters(model), span_args.input_length + target_length,
                                 training_args)

@@ -13,6 +13,8 @@ from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 from transformers import T5ForConditionalGeneration
 
+import checkpoint_manifest
+import constants
 import pre_train_t5
 import t5_flex_attention
 from flags import UsageError
@@ -163,6 +165,16 @@ class PreTrainRefusalsTest(TinyRunTestCase):
         self.assert_refused(tiny_run_flags(str(self.out), self.corpus, resume_from_checkpoint="auto"),
                             "--resume_from_checkpoint auto: --output_dir .* holds a finished run \\(metrics.json\\) "
                             "and no complete checkpoint to continue from; pass --overwrite_output_dir true")
+
+    def test_resume_from_a_checkpoint_of_another_model(self):
+        checkpoint = self.out / "checkpoint-2"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "config.json").write_text(json.dumps({"model_type": "t5",
+                                                            **constants.MODEL_SIZE_PRESETS["t5-mini"]}))
+        checkpoint_manifest.write_manifest(checkpoint)
+        self.assert_refused(tiny_run_flags(str(self.out), self.corpus, resume_from_checkpoint="auto"),
+                            "--resume_from_checkpoint .*checkpoint-2 holds another model: d_model=128 \\(this run: "
+                            "32\\), d_ff=512 \\(this run: 64\\)")
 
     @parameterized.named_parameters(
         ("unknown_preset", {"model_size": "t5-huge"}, "unknown --model_size 't5-huge'"),
