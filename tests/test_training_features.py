@@ -15,7 +15,8 @@ import modeling
 import param_groups
 import pre_train_t5
 from flags import UsageError
-from run_flags import T5TrainingArguments, with_non_blocking_copies
+from flag_checks import with_non_blocking_copies
+from run_flags import T5TrainingArguments
 from shared_data import require
 from test_pre_train_t5 import tiny_run_flags
 
@@ -92,7 +93,7 @@ class UnfusedAttentionWarningTest(parameterized.TestCase):
 
 class NonBlockingCopiesTest(parameterized.TestCase):
     """Batches go to the device with non-blocking copies by default: a blocking copy would wait for the steps queued
-    before it, one GPU sync per step (run_flags.with_non_blocking_copies)."""
+    before it, one GPU sync per step (flag_checks.with_non_blocking_copies)."""
 
     def test_trainers_data_loader_copies_without_blocking_by_default(self):
         trainer = Seq2SeqTrainer(model=tiny_model(), args=training_args(),
