@@ -3,12 +3,16 @@
 Packing concatenates every document (each ending with EOS) and cuts the stream into windows of exactly
 `tokens_length` tokens: no padding, and nothing is dropped but the final remainder.
 """
+import contextlib
 import logging
+import math
 from pathlib import Path
 
 import datasets
 import numpy as np
+import pandas as pd
 import pyarrow as pa
+from datasets.exceptions import DatasetGenerationError
 
 from flags import UsageError
 from packed_stream import PackedWindowStream
@@ -17,6 +21,10 @@ from run_flags import FILE_BUILDERS
 logger = logging.getLogger(__name__)
 
 TOKENIZE_BATCH_SIZE = 1000  # documents per tokenizer call: big enough for the fast tokenizer's parallelism
+# What datasets/pyarrow/pandas raise for a file whose contents do not parse as its suffix says (broken JSON or CSV,
+# not parquet, not UTF-8). Map-style loads wrap them in DatasetGenerationError; streams raise them as they read.
+READ_ERRORS = (DatasetGenerationError, pa.ArrowException, pd.errors.ParserError, UnicodeDecodeError)
+TEXT_DTYPES = ("string", "large_string")
 
 
 def _builder_and_kwargs(files, data_args):
@@ -31,6 +39,37 @@ def _builder_and_kwargs(files, data_args):
     return builder, kwargs
 
 
+def _names(files, limit=3):
+    """The files for a message: the first few, then how many more."""
+    shown = ", ".join(map(str, files[:limit]))
+    return shown + (f" (+{len(files) - limit} more)" if len(files) > limit else "")
+
+
+@contextlib.contextmanager
+def reading(source):
+    """Turns the errors datasets raises for unreadable or empty corpus files into one UsageError line naming
+    `source` (the flag and its files). Anything else (a bug, a bad option) still propagates with its traceback."""
+    try:
+        yield
+    except READ_ERRORS as err:
+        cause = str(err.__cause__ or err).strip().splitlines() or [type(err).__name__]
+        raise UsageError(f"{source}: cannot be read ({cause[0][:200]}); fix the file, or give it the suffix "
+                         "of its real type") from None
+    except ValueError as err:
+        # datasets' only signal that a file parsed to zero rows (a header-only CSV, a blank text file).
+        if "corresponds to no data" not in str(err):
+            raise
+        raise UsageError(f"{source}: holds no documents; add text or drop the file") from None
+
+
+def _load_files(flag, files, split, data_args, cache_dir):
+    """One split of local files, with the options of its own builder (train and validation may differ in type)."""
+    builder, kwargs = _builder_and_kwargs(files, data_args)
+    with reading(f"{flag} {_names(files)}"):
+        return datasets.load_dataset(builder, data_files={split: files}, split=split, cache_dir=cache_dir,
+                                     streaming=data_args.streaming, **kwargs)
+
+
 def load_raw_corpus(data_args, cache_dir=None, trust_remote_code=False):
     """Returns {"train": ..., "validation": ... or None} of raw documents (Dataset or IterableDataset)."""
     if data_args.dataset_name:
@@ -41,15 +80,11 @@ def load_raw_corpus(data_args, cache_dir=None, trust_remote_code=False):
             raise UsageError(f"cannot load --dataset_name {data_args.dataset_name!r}: "
                              f"{str(err).splitlines()[0]}") from None
         return {"train": raw["train"], "validation": raw.get("validation")}
-    builder, kwargs = _builder_and_kwargs(data_args.train_files, data_args)
-    load = dict(cache_dir=cache_dir, streaming=data_args.streaming, **kwargs)
-    train = datasets.load_dataset(builder, data_files={"train": data_args.train_files}, split="train", **load)
+    train = _load_files("--train_files", data_args.train_files, "train", data_args, cache_dir)
     validation = None
     if data_args.validation_files:
-        builder, kwargs = _builder_and_kwargs(data_args.validation_files, data_args)
-        load.update(kwargs)
-        validation = datasets.load_dataset(builder, data_files={"validation": data_args.validation_files},
-                                           split="validation", **load)
+        validation = _load_files("--validation_files", data_args.validation_files, "validation", data_args,
+                                 cache_dir)
     return {"train": train, "validation": validation}
 
 
@@ -58,25 +93,44 @@ def column_names(dataset):
     return dataset.column_names or list(next(iter(dataset)).keys())
 
 
-def check_text_column(dataset, text_column, split):
-    """Refuses a corpus without the text column, listing the columns it has."""
-    columns = column_names(dataset)
+def check_text_column(dataset, text_column, source):
+    """Refuses a corpus without the text column (listing the columns it has) or whose column is not text; a stream's
+    first row is read here so that a file that cannot be read fails now, in one line, not mid-training."""
+    first = None
+    if isinstance(dataset, datasets.IterableDataset):
+        with reading(source):
+            first = next(iter(dataset), None)
+        if first is None:
+            raise UsageError(f"{source}: holds no documents; add text or drop the file")
+    columns = dataset.column_names or list(first)
     if text_column not in columns:
-        raise UsageError(f"--text_column {text_column!r} is not a column of the {split} data; "
-                         f"columns: {', '.join(columns)}")
+        raise UsageError(f"--text_column {text_column!r} is not a column of {source}; columns: {', '.join(columns)}")
+    feature = (dataset.features or {}).get(text_column)
+    dtype = getattr(feature, "dtype", type(feature).__name__) if feature is not None else \
+        type(first[text_column]).__name__
+    if dtype not in TEXT_DTYPES + ("str", "NoneType", "null"):
+        raise UsageError(f"--text_column {text_column!r} of {source} holds {dtype} values, not text; "
+                         "name a text column or quote the values")
 
 
-def split_off_validation(train, percentage, seed):
+def split_off_validation(train, percentage, seed, source="the training data"):
     """Holds out `percentage` % of the training documents (shuffled with the run's seed) for validation."""
+    held_out = math.ceil(len(train) * percentage / 100.0)  # datasets' own rounding of test_size
+    if held_out >= len(train):
+        raise UsageError(f"--validation_split_percentage={percentage} of the {len(train)} document(s) of {source} "
+                         "leaves none to train on; add documents or pass --validation_files")
     split = train.train_test_split(test_size=percentage / 100.0, seed=seed)
     return split["train"], split["test"]
 
 
 def tokenize_documents(dataset, tokenizer, text_column, num_proc=None, overwrite_cache=False):
-    """Tokenises each non-blank document, EOS appended; map-style results are cached by datasets."""
+    """Tokenises each document, EOS appended; blank and null documents are dropped (nothing to learn from).
+    Map-style results are cached by datasets."""
 
     def tokenize(batch):
         texts = [text for text in batch[text_column] if text and not text.isspace()]
+        if not texts:  # the tokenizer fails on an empty batch
+            return {"input_ids": []}
         return {"input_ids": tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]}
 
     kwargs = dict(batched=True, batch_size=TOKENIZE_BATCH_SIZE, remove_columns=column_names(dataset))
@@ -86,13 +140,16 @@ def tokenize_documents(dataset, tokenizer, text_column, num_proc=None, overwrite
                        desc="Tokenising", **kwargs)
 
 
-def pack_windows(tokenized, tokens_length):
+def pack_windows(tokenized, tokens_length, source=None):
     """Concatenates all documents and cuts windows of exactly tokens_length ids (map-style, zero-copy)."""
-    column = tokenized.data.column("input_ids").combine_chunks()
+    # A map that kept no document (all blank) leaves no input_ids column at all.
+    empty = pa.array([], pa.list_(pa.int32()))
+    column = tokenized.data.column("input_ids").combine_chunks() if len(tokenized) else empty
     flat = column.flatten()  # every token of the corpus, in order: (N,)
     num_windows = len(flat) // tokens_length
     if num_windows == 0:
-        raise UsageError(f"corpus has {len(flat)} tokens, shorter than one window of {tokens_length}; "
+        prefix = f"{source}: " if source else ""
+        raise UsageError(f"{prefix}corpus has {len(flat)} tokens, shorter than one window of {tokens_length}; "
                          "add text or lower --input_length")
     windows = pa.FixedSizeListArray.from_arrays(flat.slice(0, num_windows * tokens_length), tokens_length)
     logger.info("packed %d tokens into %d windows of %d (dropped the final %d)", len(flat), num_windows,
@@ -101,32 +158,45 @@ def pack_windows(tokenized, tokens_length):
     return datasets.Dataset(pa.table({"input_ids": windows})).with_format("numpy")
 
 
+def _sources(data_args):
+    """How messages name the training and the validation data: the flag and its files (or the hub corpus)."""
+    if data_args.dataset_name:
+        return (f"--dataset_name {data_args.dataset_name} (train split)",
+                f"--dataset_name {data_args.dataset_name} (validation split)")
+    return (f"--train_files {_names(data_args.train_files)}",
+            f"--validation_files {_names(data_args.validation_files or [])}")
+
+
 def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args, cache_dir=None,
                                trust_remote_code=False):
     """Loads, tokenises and packs the corpus; returns (train, eval) datasets of tokens_length windows (streams:
     PackedWindowStream)."""
     raw = load_raw_corpus(data_args, cache_dir, trust_remote_code)
-    check_text_column(raw["train"], data_args.text_column, "training")
+    train_source, validation_source = _sources(data_args)
+    check_text_column(raw["train"], data_args.text_column, train_source)
+    if raw["validation"] is not None:
+        check_text_column(raw["validation"], data_args.text_column, validation_source)
     train, validation = raw["train"], raw["validation"]
     if data_args.max_train_samples is not None:
         train = train.take(data_args.max_train_samples) if data_args.streaming else \
             train.select(range(min(data_args.max_train_samples, len(train))))
     if validation is None and not data_args.streaming:
-        train, validation = split_off_validation(train, data_args.validation_split_percentage, training_args.seed)
-    if validation is not None:
-        check_text_column(validation, data_args.text_column, "validation")
+        train, validation = split_off_validation(train, data_args.validation_split_percentage, training_args.seed,
+                                                 train_source)
 
     if data_args.streaming:
         return stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args)
 
-    def tokenize_and_pack(dataset):
+    def tokenize_and_pack(dataset, source):
         tokenized = tokenize_documents(dataset, tokenizer, data_args.text_column,
                                        data_args.preprocessing_num_workers, data_args.overwrite_cache)
-        return pack_windows(tokenized, tokens_length)
+        return pack_windows(tokenized, tokens_length, source)
 
     with training_args.main_process_first(desc="tokenising and packing the corpus"):
-        train = tokenize_and_pack(train)
-        validation = tokenize_and_pack(validation) if validation is not None else None
+        train = tokenize_and_pack(train, train_source)
+        # A held-out split comes from the training files.
+        validation_source = validation_source if raw["validation"] is not None else train_source
+        validation = tokenize_and_pack(validation, validation_source) if validation is not None else None
     if data_args.max_eval_samples is not None:
         validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
     return train, validation
@@ -138,6 +208,8 @@ def stream_windows(train, validation, tokenizer, tokens_length, data_args, train
     if training_args.dataloader_num_workers:
         raise UsageError("--streaming needs --dataloader_num_workers 0: the stream position that makes resume "
                          "exact is kept in the main process")
+    if training_args.max_steps <= 0:
+        raise UsageError("--streaming needs --max_steps N: a stream has no length, so epochs cannot be counted")
     limit = data_args.max_eval_samples
 
     # One tokenising pipeline per use. Pipelines over the same raw stream share datasets' iteration state, so the
@@ -155,6 +227,6 @@ def stream_windows(train, validation, tokenizer, tokens_length, data_args, train
                                                                with_positions=False)]
     if len(held_out) < limit:
         raise UsageError(f"--max_eval_samples {limit}: the stream has only {len(held_out)} windows of "
-                         f"{tokens_length} tokens; lower it or add --validation_files")
+                         f"{tokens_length} tokens ({_sources(data_args)[0]}); lower it or add --validation_files")
     validation = datasets.Dataset.from_dict({"input_ids": np.stack(held_out)}).with_format("numpy")
     return PackedWindowStream(documents(train), tokens_length, skip_windows=limit), validation

@@ -80,6 +80,9 @@ CASES = {
                          "--generation_num_beams=0 must be >= 1"),
     "eval_batch_size_zero": ("fine_tune_t5", lambda w: finetune(w, per_device_eval_batch_size=0),
                              "--per_device_eval_batch_size=0 must be >= 1"),
+    "streaming_without_max_steps": ("pre_train_t5", lambda w: pretrain(w, streaming=True, max_steps=-1,
+                                                                       max_eval_samples=8),
+                                    "--streaming needs --max_steps N"),
     # data files
     "missing_data_file": ("pre_train_t5", lambda w: pretrain(w, train_files=[str(w / "none.txt")]), "not found"),
     "empty_data_file": ("pre_train_t5", lambda w: pretrain(w, train_files=[write(w / "e.txt", "")]), "is empty"),

@@ -33,7 +33,7 @@ class DataTest(parameterized.TestCase):
     def setUp(self):
         super().setUp()
         self.dir = Path(self.create_tempdir().full_path)
-        self.training_args = T5TrainingArguments(output_dir=str(self.dir / "out"), use_cpu=True, seed=7)
+        self.training_args = T5TrainingArguments(output_dir=str(self.dir / "out"), use_cpu=True, seed=7, max_steps=10)
 
     def write_text(self, paragraphs, name="corpus.txt"):
         path = self.dir / name
@@ -108,9 +108,78 @@ class DataTest(parameterized.TestCase):
         path = self.dir / "c.jsonl"
         path.write_text('{"body": "x"}\n')
         args = PretrainDataArguments(train_files=[str(path)])
-        with self.assertRaisesRegex(UsageError, "--text_column 'text' is not a column of the training data; "
-                                                "columns: body"):
+        with self.assertRaisesRegex(UsageError, "--text_column 'text' is not a column of --train_files "
+                                                ".*c.jsonl; columns: body"):
             data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+
+    @parameterized.named_parameters(("jsonl", ".jsonl", False), ("parquet", ".parquet", False),
+                                    ("jsonl_streamed", ".jsonl", True))
+    def test_validation_files_may_be_another_type_than_training(self, suffix, streaming):
+        train_path = self.write_text(["Anne Elliot.", "Captain Wentworth."], "train.txt")
+        val_path = self.dir / f"val{suffix}"
+        frame = pd.DataFrame({"text": ["Lady Russell.", "Sir Walter.", "Mary."]})
+        if suffix == ".parquet":
+            frame.to_parquet(val_path)
+        else:
+            val_path.write_text("".join(json.dumps(row) + "\n" for row in frame.to_dict("records")))
+        args = PretrainDataArguments(train_files=[train_path], validation_files=[str(val_path)], streaming=streaming)
+        raw = data.load_raw_corpus(args, str(self.dir / "cache"))
+        self.assertEqual([row["text"].strip() for row in raw["train"]], ["Anne Elliot.", "Captain Wentworth."])
+        self.assertEqual([row["text"] for row in raw["validation"]], ["Lady Russell.", "Sir Walter.", "Mary."])
+
+    @parameterized.named_parameters(
+        ("broken_json_line", "c.jsonl", '{"text": "a"}\n{"text": \n', "cannot be read .JSON parse error"),
+        ("unterminated_csv_quote", "c.csv", 'text\n"never closed\nmore\n', "cannot be read .*EOF inside string"),
+        ("not_parquet", "c.parquet", "plain text\n", "cannot be read .*[Pp]arquet"),
+        ("binary_txt", "c.txt", bytes(range(256)) * 4, "cannot be read .*'utf-8' codec"),
+        ("header_only_csv", "c.csv", "text\n", "holds no documents"),
+        ("blank_lines_txt", "c.txt", "\n\n\n\n", "holds no documents"),
+        ("number_text", "c.jsonl", '{"text": 5}\n', "--text_column 'text' of --train_files .* holds int64"),
+    )
+    def test_unreadable_corpus_file_is_one_line_naming_it(self, name, content, message):
+        path = self.dir / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        for streaming in (False, True):
+            with self.subTest(streaming=streaming):
+                args = PretrainDataArguments(train_files=[str(path)], streaming=streaming, max_eval_samples=1)
+                with self.assertRaisesRegex(UsageError, message) as caught:
+                    data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
+                                                    str(self.dir / f"cache{streaming}"))
+                self.assertIn(f"--train_files {path}", str(caught.exception))
+                self.assertNotIn("\n", str(caught.exception))
+
+    def test_whitespace_only_text_file_is_refused_naming_it(self):
+        path = self.write_text([" "], "blank.txt")  # one whitespace-only paragraph
+        for streaming, message in ((False, "--validation_split_percentage=5.0 of the 1 document.s. of --train_files "
+                                           ".*blank.txt leaves none"),
+                                   (True, "the stream has only 0 windows of 61 tokens .--train_files .*blank.txt")):
+            with self.subTest(streaming=streaming):
+                args = PretrainDataArguments(train_files=[path], streaming=streaming, max_eval_samples=1)
+                with self.assertRaisesRegex(UsageError, message):
+                    data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
+                                                    str(self.dir / f"cache{streaming}"))
+
+    def test_unreadable_validation_file_is_named(self):
+        train_path = self.write_text(self.paragraphs[:20], "train.txt")
+        val_path = self.dir / "val.jsonl"
+        val_path.write_text('{"text": \n')
+        args = PretrainDataArguments(train_files=[train_path], validation_files=[str(val_path)])
+        with self.assertRaisesRegex(UsageError, "--validation_files .*val.jsonl: cannot be read"):
+            data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+
+    def test_null_documents_are_dropped_like_blank_ones(self):
+        docs = datasets.Dataset.from_dict({"text": [None, "", "  "]})
+        self.assertEmpty(data.tokenize_documents(docs, self.tokenizer, "text"))
+        path = self.dir / "c.jsonl"
+        path.write_text('{"text": null}\n{"text": ""}\n')
+        args = PretrainDataArguments(train_files=[str(path)])
+        with self.assertRaisesRegex(UsageError, "--train_files .*c.jsonl: corpus has 0 tokens"):
+            data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+
+    def test_validation_split_of_a_single_document_is_refused(self):
+        single = datasets.Dataset.from_dict({"text": ["Only one document."]})
+        with self.assertRaisesRegex(UsageError, "--validation_split_percentage=5 of the 1 document.s. of"):
+            data.split_off_validation(single, 5, seed=7)
 
     def test_validation_split_holds_out_whole_documents(self):
         path = self.write_text(self.paragraphs)
@@ -190,6 +259,9 @@ class DataFlagsTest(parameterized.TestCase):
          "--validation_files .*a.txt is also a training file"),
         ("two_sources", {"train_files": ["a.txt"], "dataset_name": "allenai/c4"}, "both set"),
         ("bad_sample_by", {"train_files": ["a.txt"], "sample_by": "sentence"}, "--sample_by='sentence'; choices"),
+        ("no_train_samples", {"train_files": ["a.txt"], "max_train_samples": 0}, "--max_train_samples=0 must be >= 1"),
+        ("negative_train_samples", {"train_files": ["a.txt"], "max_train_samples": -3},
+         "--max_train_samples=-3 must be >= 1"),
     )
     def test_bad_data_flags(self, kwargs, message):
         kwargs = {k: [str(self.dir / p) if p != "nope.txt" else p for p in v] if k.endswith("files") else v
