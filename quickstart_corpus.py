@@ -9,13 +9,16 @@ imported or run), docstrings of its C modules (imported, except those with impor
 (doctest prompts, statements, reST underlines, text that does not end a sentence) and short paragraphs are dropped,
 and duplicates are kept once. Output: train.txt and
 validation.txt, documents separated by a blank line (`load_dataset("text", sample_by="paragraph")` reads one
-document per paragraph). Sorted traversal makes the files identical on every run with the same Python; existing
-non-empty files are left as they are.
+document per paragraph). Sorted traversal makes the files identical on every run with the same Python. A re-run
+leaves the files if both are this script's (their SHA-256 is in .quickstart_corpus.json, written with them) and
+refuses to touch a train.txt or validation.txt it did not write.
 """
 import ast
+import hashlib
 import importlib.machinery
 import importlib.util
 import inspect
+import json
 import logging
 import os
 import re
@@ -33,6 +36,7 @@ from flags import UsageError
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation")
+MARKER = ".quickstart_corpus.json"  # {file name: sha256} of the files this script wrote: tells its files from a user's
 DEFAULT_MIN_CHARS = 80  # about one sentence; shorter docstrings are mostly "Return the foo." one-liners
 VALIDATION_EVERY = 20  # every 20th document goes to validation: a deterministic 95/5 split by document
 SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}  # test suites: terse, code-heavy text
@@ -177,20 +181,59 @@ def write_text(path, documents):
     os.replace(tmp, path)
 
 
+def check_output_dir(out):
+    """Refuses an --output_dir that is a file or lies under one, before the slow collection."""
+    for folder in (out, *out.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                where = "" if folder == out else f": {folder}"
+                raise UsageError(f"--output_dir {out}{where} is a file; pass a folder")
+            return
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def existing_corpus(out, paths):
+    """True if both files are this script's; raises if any existing one is not (it may be the user's data)."""
+    try:
+        written = json.loads((out / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no marker (or a garbled one): nothing here is known to be ours
+        written = {}
+    for path in paths.values():
+        if os.path.lexists(path) and not (path.is_file() and written.get(path.name) == sha256(path)):
+            raise UsageError(f"--output_dir {out}: {path.name} was not written by quickstart_corpus.py; move it "
+                             "away or pass another --output_dir")
+    return all(path.exists() for path in paths.values())
+
+
+def make_dir(out):
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # e.g. under /proc or a read-only mount: the user's path, not our bug
+        raise UsageError(f"--output_dir {out} cannot be created ({err.strerror}); pass a folder you can write "
+                         "to") from None
+
+
 def build_corpus(output_dir, min_chars=DEFAULT_MIN_CHARS, max_documents=None):
-    """Writes OUTPUT_DIR/{train,validation}.txt unless both exist and are non-empty; returns split -> path."""
+    """Writes OUTPUT_DIR/{train,validation}.txt unless both are already this script's; returns split -> path."""
     out = Path(output_dir)
     paths = {split: out / f"{split}.txt" for split in SPLITS}
-    if all(p.is_file() and p.stat().st_size > 0 for p in paths.values()):
+    check_output_dir(out)
+    if existing_corpus(out, paths):
         logger.info("corpus already in %s, leaving it (delete the files to rebuild)", out)
         return paths
     start = time.time()
     splits = split_documents(collect_documents(min_chars, max_documents))
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     for split, path in paths.items():
         write_text(path, splits[split])
         logger.info("%s: %d documents, %d characters (%.1f MB) -> %s", split, len(splits[split]),
                     sum(map(len, splits[split])), path.stat().st_size / 1e6, path)
+    # Written last: a build that stops early leaves files without a marker, which a re-run refuses, not trusts.
+    marker = json.dumps({path.name: sha256(path) for path in paths.values()}, indent=1)
+    write_text(out / MARKER, [marker])
     logger.info("built the corpus from Python %s's standard library in %.1f s", sys.version.split()[0],
                 time.time() - start)
     return paths

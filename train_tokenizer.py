@@ -8,6 +8,7 @@ Layout (t5/data/vocabularies.py): <pad>=0, </s>=1, <unk>=2, no BOS, then the Sen
 sentinels with <extra_id_99> = piece count and <extra_id_0> the highest id (32099 in T5's 32100-token vocabulary).
 The folder holds spiece.model (for sentencepiece/seqio), tokenizer.json and tokenizer_config.json.
 """
+import codecs
 import logging
 import os
 import re
@@ -40,6 +41,11 @@ DEFAULT_INPUT_SENTENCE_SIZE = 10_000_000
 # 3 special pieces + the 94 printable non-space ASCII characters; fewer pieces cannot spell English text.
 MIN_VOCAB_SIZE = 3 + 94
 SPIECE_FILE = "spiece.model"  # the name transformers' T5Tokenizer looks for (VOCAB_FILES_NAMES)
+MIN_INPUT_SENTENCE_SIZE = 101  # SentencePiece's trainer_interface.cc rejects 1..100 (0 means all lines)
+MAX_SEED = 2**32 - 1  # set_random_generator_seed takes a uint32
+# SentencePiece reads every line as text: rows of these formats would teach it braces, quotes and commas.
+STRUCTURED_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv")
+TEXT_CHECK_BYTES = 1 << 16  # how much of each file to check for UTF-8 text; reading it all could take minutes
 
 
 @dataclass
@@ -90,24 +96,51 @@ class TokenizerArguments:
         if not 0.0 < self.character_coverage <= 1.0:
             raise UsageError(f"--character_coverage {self.character_coverage} must be in (0, 1]; T5 used "
                              f"{T5_CHARACTER_COVERAGE}")
-        if self.input_sentence_size < 0:
-            raise UsageError(f"--input_sentence_size {self.input_sentence_size} must be >= 0 (0 = all lines)")
+        if self.input_sentence_size < 0 or 0 < self.input_sentence_size < MIN_INPUT_SENTENCE_SIZE:
+            raise UsageError(f"--input_sentence_size {self.input_sentence_size} must be 0 (all lines) or at least "
+                             f"{MIN_INPUT_SENTENCE_SIZE} (SentencePiece's minimum)")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise UsageError(f"--seed {self.seed} must be in [0, {MAX_SEED}] (SentencePiece takes an unsigned 32-bit "
+                             "seed)")
 
 
 def check_paths(args):
-    """Refuses missing/empty training files and a non-empty output folder, before any training."""
+    """Refuses bad training files and an output folder that is a file, under a file or not empty, before training."""
     for path in args.train_files:
-        if not os.path.isfile(path):
-            raise UsageError(f"--train_files: {path} does not exist or is not a file")
-        if os.path.getsize(path) == 0:
-            raise UsageError(f"--train_files: {path} is empty; pass files with text")
-        if "," in path:  # SentencePiece splits its input list on commas
-            raise UsageError(f"--train_files: {path} contains a comma; rename or symlink it")
+        check_train_file(path)
     out = Path(args.output_dir)
+    for folder in out.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise UsageError(f"--output_dir {out}: {folder} is a file; pass a folder")
+            break
     if out.exists() and not out.is_dir():
         raise UsageError(f"--output_dir {out} is a file; pass a folder")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite_output_dir:
         raise UsageError(f"--output_dir {out} is not empty; use --overwrite_output_dir to replace it")
+
+
+def check_train_file(path):
+    """A missing, empty, comma-named, structured or non-text file: SentencePiece would fail or learn garbage."""
+    if not os.path.isfile(path):
+        raise UsageError(f"--train_files: {path} does not exist or is not a file")
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"--train_files: {path} is empty; pass files with text")
+    if "," in path:  # SentencePiece splits its input list on commas
+        raise UsageError(f"--train_files: {path} contains a comma; rename or symlink it")
+    if path.lower().endswith(STRUCTURED_SUFFIXES):
+        raise UsageError(f"--train_files: {path} is {Path(path).suffix[1:]} data, whose syntax SentencePiece would "
+                         "learn; extract the text column to a .txt file, one text per line")
+    with open(path, "rb") as file:
+        chunk = file.read(TEXT_CHECK_BYTES)
+    try:  # an incremental decoder: a character cut at the chunk's end is not an error
+        codecs.getincrementaldecoder("utf-8")().decode(chunk, final=False)
+        bad = chunk.index(b"\0") if b"\0" in chunk else None  # valid UTF-8, but binary
+    except UnicodeDecodeError as err:
+        bad = err.start
+    if bad is not None:
+        raise UsageError(f"--train_files: {path} is not UTF-8 text (byte {bad}); convert it (e.g. iconv -f "
+                         "latin1 -t utf-8) or pass text files")
 
 
 def train_sentencepiece(args, model_prefix):
@@ -169,6 +202,16 @@ def check_saved_layout(folder, piece_count):
         assert got == want, f"{cls.__name__} loaded {folder} as {got}, expected {want}"
 
 
+def make_work_dir(out):
+    """Creates --output_dir's parent and a temp folder in it; failing there (under /proc, read-only) is bad input."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as err:
+        raise UsageError(f"--output_dir {out} cannot be created ({err.strerror}); pass a folder you can write "
+                         "to") from None
+
+
 def replace_folder(new, out):
     """Moves the finished folder `new` to `out`; an existing `out` is moved aside first, then deleted."""
     old = None
@@ -191,8 +234,7 @@ def main(argv=None):
 
     # 3. Train into a temp folder beside --output_dir, so a crash never leaves a half-written tokenizer there.
     out = Path(args.output_dir).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    work = make_work_dir(out)
     try:
         start = time.time()
         sentencepiece.set_random_generator_seed(args.seed)

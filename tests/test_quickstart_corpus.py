@@ -4,6 +4,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import datasets
 from absl.testing import absltest, parameterized
@@ -13,6 +14,8 @@ from flags import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 EMAIL_DIR = Path(sysconfig.get_paths()["stdlib"]) / "email"  # one package: a fast stand-in for the whole stdlib
+# Stand-in for collect_documents, so tests of the output folder skip the slow stdlib scan.
+FAKE_DOCUMENTS = [f"Document number {i} is one sentence of prose." for i in range(40)]
 
 
 def read_documents(path):
@@ -115,6 +118,62 @@ class BadInputTest(parameterized.TestCase):
         self.assertEqual(result.stderr.strip().splitlines()[-1],
                          "error: --output_dir is required: the folder to write train.txt and validation.txt to")
 
+
+def run_script(out):
+    return subprocess.run([sys.executable, str(REPO / "quickstart_corpus.py"), "--output_dir", str(out)],
+                          capture_output=True, text=True)
+
+
+class OutputDirTest(parameterized.TestCase):
+    """A user's files are never replaced; only files whose hash this script recorded count as a built corpus."""
+
+    def setUp(self):
+        super().setUp()
+        self.enter_context(mock.patch.object(quickstart_corpus, "collect_documents", return_value=FAKE_DOCUMENTS))
+        self.out = Path(self.create_tempdir().full_path)
+
+    @parameterized.named_parameters(
+        ("only_train", {"train.txt": "MY DATA"}, "train.txt"),
+        ("only_validation", {"validation.txt": "MY DATA"}, "validation.txt"),
+        ("both_foreign", {"train.txt": "MY DATA", "validation.txt": "MY DATA"}, "train.txt"),
+        ("empty_train", {"train.txt": ""}, "train.txt"),
+    )
+    def test_user_files_refused(self, files, name):
+        for file_name, text in files.items():
+            (self.out / file_name).write_text(text, encoding="utf-8")
+        result = run_script(self.out)  # refused before the stdlib scan, so the real script is fast here
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr.strip().splitlines()[-1],
+                         f"error: --output_dir {self.out}: {name} was not written by quickstart_corpus.py; move it "
+                         "away or pass another --output_dir")
+        self.assertEqual({p.name: p.read_text(encoding="utf-8") for p in self.out.iterdir()}, files)
+
+    def test_edited_after_build_refused(self):
+        paths = quickstart_corpus.main(["--output_dir", str(self.out)])
+        paths["train"].write_text("MY EDIT", encoding="utf-8")
+        with self.assertRaisesRegex(UsageError, "train.txt was not written by quickstart_corpus.py"):
+            quickstart_corpus.main(["--output_dir", str(self.out)])
+        self.assertEqual(paths["train"].read_text(encoding="utf-8"), "MY EDIT")
+
+    def test_deleted_split_rebuilt(self):
+        paths = quickstart_corpus.main(["--output_dir", str(self.out)])
+        before = {split: path.read_bytes() for split, path in paths.items()}
+        paths["validation"].unlink()
+        quickstart_corpus.main(["--output_dir", str(self.out)])
+        self.assertEqual({split: path.read_bytes() for split, path in paths.items()}, before)
+
+    @parameterized.named_parameters(
+        ("is_file", "file.txt", "--output_dir {tmp}/file.txt is a file; pass a folder"),
+        ("under_file", "file.txt/corpus",
+         "--output_dir {tmp}/file.txt/corpus: {tmp}/file.txt is a file; pass a folder"),
+        ("in_proc", "/proc/nope/corpus", "--output_dir /proc/nope/corpus cannot be created (No such file or "
+                                         "directory); pass a folder you can write to"),
+    )
+    def test_bad_output_dir(self, out, message):
+        (self.out / "file.txt").write_text("MY DATA", encoding="utf-8")
+        with self.assertRaisesWithLiteralMatch(UsageError, message.format(tmp=self.out)):
+            quickstart_corpus.main(["--output_dir", str(self.out / out)])  # an absolute `out` replaces self.out
+        self.assertEqual([p.name for p in self.out.iterdir()], ["file.txt"])
 
 if __name__ == "__main__":
     absltest.main()

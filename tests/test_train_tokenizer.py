@@ -127,6 +127,9 @@ class BadInputTest(parameterized.TestCase):
         self.text = write_lines(self.tmp / "text.txt", email_documents()[:300])
         (self.tmp / "empty.txt").write_text("", encoding="utf-8")
         (self.tmp / "blank.txt").write_text("  \n\n \n", encoding="utf-8")
+        (self.tmp / "latin1.txt").write_bytes("Caesar's Æneas and café.\n".encode("latin-1"))
+        (self.tmp / "nul.txt").write_bytes(b"text\0\0\0\n")
+        (self.tmp / "rows.jsonl").write_text('{"text": "Emma Woodhouse, handsome."}\n', encoding="utf-8")
         self.out = self.tmp / "out"
         self.out.mkdir()
         (self.out / "keep.txt").write_text("not a tokenizer", encoding="utf-8")
@@ -140,6 +143,18 @@ class BadInputTest(parameterized.TestCase):
         ("bpe", ["--model_type", "bpe"], "--model_type 'bpe' is not supported; use 'unigram'"),
         ("coverage", ["--character_coverage", "1.5"], "--character_coverage 1.5 must be in"),
         ("typo", ["--vocab_sise", "100"], "unknown flag '--vocab_sise' .*did you mean '--vocab_size'"),
+        ("sentence_size_10", ["--input_sentence_size", "10"], "--input_sentence_size 10 must be 0 .*at least 101"),
+        ("sentence_size_100", ["--input_sentence_size", "100"], "--input_sentence_size 100 must be 0 .*at least 101"),
+        ("sentence_size_negative", ["--input_sentence_size", "-1"], "--input_sentence_size -1 must be 0"),
+        ("seed_negative", ["--seed", "-1"], "--seed -1 must be in \\[0, 4294967295\\]"),
+        ("seed_above_uint32", ["--seed", str(2**32)], "--seed 4294967296 must be in"),
+        ("latin1", ["--train_files", "{tmp}/latin1.txt"], "--train_files: .*latin1.txt is not UTF-8 text \\(byte 9\\)"),
+        ("binary", ["--train_files", sys.executable], "is not UTF-8 text"),
+        ("nul_bytes", ["--train_files", "{tmp}/nul.txt"], "--train_files: .*nul.txt is not UTF-8 text \\(byte 4\\)"),
+        ("jsonl", ["--train_files", "{tmp}/rows.jsonl"], "--train_files: .*rows.jsonl is jsonl data.*extract the text"),
+        ("output_under_file", ["--output_dir", "{tmp}/text.txt/tok"], "--output_dir .*/text.txt/tok: .*text.txt is a "
+                                                                       "file; pass a folder"),
+        ("output_in_proc", ["--output_dir", "/proc/nope/tok"], "--output_dir /proc/nope/tok cannot be created"),
     )
     def test_refused_and_output_untouched(self, extra, message):
         """Even with --overwrite_output_dir, a refused run leaves the folder and its parent byte-identical."""
@@ -159,12 +174,26 @@ class BadInputTest(parameterized.TestCase):
                          f"error: --output_dir {self.out} is not empty; use --overwrite_output_dir to replace it")
         self.assertEqual(snapshot(self.tmp), before)
 
+    def test_output_in_proc_exits_2(self):
+        result = subprocess.run(
+            [sys.executable, str(REPO / "train_tokenizer.py"), "--train_files", str(self.text),
+             "--output_dir", "/proc/nope/tok"], capture_output=True, text=True, cwd=self.tmp)
+        self.assertEqual((result.returncode, result.stderr.strip().splitlines()[-1]),
+                         (2, "error: --output_dir /proc/nope/tok cannot be created (No such file or directory); "
+                             "pass a folder you can write to"))
+
+    @parameterized.named_parameters(("all_lines", 0), ("minimum", 101))
+    def test_input_sentence_size_accepted(self, size):
+        args = train_tokenizer.TokenizerArguments(train_files=["a.txt"], output_dir="out", input_sentence_size=size)
+        self.assertEqual(args.input_sentence_size, size)
+
     def test_overwrite_replaces_folder(self):
         train_tokenizer.main(["--train_files", str(self.text), "--output_dir", str(self.out), "--vocab_size", "300",
                               "--overwrite_output_dir"])
         self.assertNotIn("keep.txt", [p.name for p in self.out.iterdir()])
         self.assertLen(transformers.AutoTokenizer.from_pretrained(self.out), 400)
-        self.assertEqual(sorted(p.name for p in self.tmp.iterdir()), ["blank.txt", "empty.txt", "out", "text.txt"])
+        self.assertEqual(sorted(p.name for p in self.tmp.iterdir()),
+                         ["blank.txt", "empty.txt", "latin1.txt", "nul.txt", "out", "rows.jsonl", "text.txt"])
 
 
 if __name__ == "__main__":
