@@ -9,6 +9,7 @@ Each trial runs the sweep's `command` (W&B macros expanded) with `--output_dir=O
 or on other nodes against one storage, and they share the work. Trials of a dead agent are marked FAIL
 (sweep_storage.py). A failing trial is recorded FAIL with its stderr tail and the sweep goes on.
 """
+import argparse
 import functools
 import importlib.util
 import logging
@@ -30,6 +31,7 @@ from flags import UsageError
 
 logger = logging.getLogger("sweep")
 DEFAULT_SWEEPS_DIR = "runs/sweeps"
+USAGE = "python sweep.py SWEEP.yaml [--trials N] [--storage URL] [--report]"
 
 
 @dataclass
@@ -61,8 +63,12 @@ class SweepArguments:
 
 
 def parse_args(argv):
+    if "-h" in argv or "--help" in argv:  # asked for, so not an error: help on stdout, exit 0 like argparse's
+        HfArgumentParser(SweepArguments, usage=USAGE, description=__doc__,
+                         formatter_class=argparse.RawDescriptionHelpFormatter).print_help()
+        raise SystemExit(0)
     if not argv or argv[0].startswith("-") or not argv[0].endswith((".yaml", ".yml")):
-        raise UsageError("usage: python sweep.py SWEEP.yaml [--trials N] [--storage URL] [--report]")
+        raise UsageError(f"usage: {USAGE}")
     (args,), _ = flags.parse_flags((SweepArguments,), argv[1:])
     return argv[0], args
 
@@ -71,8 +77,9 @@ def parse_args(argv):
 def load_program_flags(program):
     """The program's FLAG_CLASSES, imported from its file (entry scripts run nothing at import)."""
     path = Path(program)
-    if not path.is_file():
-        raise UsageError(f"program {program} not found; run sweep.py from the folder `wandb agent` would run in")
+    if not path.is_file() or path.suffix != ".py":
+        raise UsageError(f"program: {program} (sweep YAML key) is not an existing .py file; run sweep.py from the "
+                         "folder `wandb agent` would run in, or fix program")
     sys.path.insert(0, str(path.resolve().parent))
     spec = importlib.util.spec_from_file_location(f"sweep_program_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
@@ -207,6 +214,22 @@ def open_study(sweep, args, storage_url, create):
                                pruner=sweep_space.build_pruner(sweep))
 
 
+def make_sweep_folders(sweep_dir, storage_url, args):
+    """Refuses an --output_dir that is a file and creates the storage's folder, so a path that cannot be a folder
+    is one line naming its flag rather than a traceback from mkdir."""
+    if sweep_dir.exists() and not sweep_dir.is_dir():
+        raise UsageError(f"--output_dir {sweep_dir} is an existing file; give a folder (new or a sweep's)")
+    store = sweep_storage.storage_file(storage_url)
+    if store is None:
+        return
+    flag = f"--storage {sweep_storage.redact(storage_url)}" if args.storage else f"--output_dir {sweep_dir}"
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"{flag}: cannot create folder {store.parent} ({err.strerror}); "
+                         "give a writable path") from None
+
+
 def main(argv=None):
     # 1. Flags, the sweep YAML and the program's flags: everything is checked before the study is touched.
     sweep_path, args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -223,6 +246,7 @@ def main(argv=None):
                         level=logging.INFO, handlers=[logging.StreamHandler(sys.stdout)], force=True)
     sweep_dir = Path(args.output_dir or Path(DEFAULT_SWEEPS_DIR) / sweep.name)
     storage_url = args.storage or f"sqlite:///{(sweep_dir / 'sweep.db').resolve()}"
+    make_sweep_folders(sweep_dir, storage_url, args)
     with sweep_storage.agents_lock(storage_url):
         study = open_study(sweep, args, storage_url, create=not args.report)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SLURM's time limit: FAIL the trial, then exit

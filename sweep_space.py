@@ -120,10 +120,28 @@ def load_sweep(path, name=None):
     command = tuple(str(token) for token in raw.get("command", DEFAULT_COMMAND))
     if "${program}" not in command:
         refuse(path, "command must contain ${program}")
-    return Sweep(path=path, name=name or raw.get("name") or path.stem, program=str(raw["program"]), method=method,
-                 metric=metric, goal=goal, target=target, params=params, command=command,
+    return Sweep(path=path, name=name or raw.get("name") or path.stem, program=parse_program(path, raw["program"]),
+                 method=method, metric=metric, goal=goal, target=target, params=params, command=command,
                  early_terminate=parse_early_terminate(path, raw.get("early_terminate")),
-                 run_cap=raw.get("run_cap"), raw=raw)
+                 run_cap=parse_run_cap(path, raw.get("run_cap")), raw=raw)
+
+
+def positive_int(value, least=1):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least  # YAML's true is an int
+
+
+def parse_program(path, program):
+    """W&B runs `${interpreter} ${program}` and sweep.py imports its FLAG_CLASSES: it must be a Python script."""
+    if not isinstance(program, str) or not program.endswith(".py"):
+        refuse(path, f"program: {program!r} is not a .py file; set program to the entry script, e.g. fine_tune_t5.py")
+    return program
+
+
+def parse_run_cap(path, run_cap):
+    # Checked here, not at the first trial: a bad cap would otherwise create the study, then fail or run nothing.
+    if run_cap is not None and not positive_int(run_cap):
+        refuse(path, f"run_cap: {run_cap!r} must be a positive integer (the default --trials); fix or remove it")
+    return run_cap
 
 
 def parse_metric(path, metric):
@@ -133,7 +151,12 @@ def parse_metric(path, metric):
     goal = metric.get("goal", "minimize")  # W&B's default
     if goal not in GOALS:
         refuse(path, f"unknown metric goal {goal!r}; choices: {', '.join(GOALS)}")
-    return program_metric_name(str(metric["name"])), goal, metric.get("target")
+    target = metric.get("target")
+    if target is not None and (not isinstance(target, (int, float)) or isinstance(target, bool)):
+        # compared with the best value after each trial: a string would fail only once a trial has trained
+        refuse(path, f"metric target {target!r} must be a number (the sweep stops once the best value reaches it); "
+                     "fix or remove it")
+    return program_metric_name(str(metric["name"])), goal, target
 
 
 def parse_early_terminate(path, spec):
@@ -146,20 +169,22 @@ def parse_early_terminate(path, spec):
     check_keys(path, "early_terminate", spec, HYPERBAND_KEYS)
     if spec.get("strict"):
         refuse(path, "unsupported W&B feature early_terminate.strict (no Optuna equivalent); remove it")
+    for key, least in (("min_iter", 1), ("max_iter", 1), ("eta", 2), ("s", 1)):  # YAML may give "27" or 2.5
+        if key in spec and not positive_int(spec[key], least):
+            refuse(path, f"early_terminate {key}={spec[key]!r} must be an integer >= {least}")
     eta = spec.get("eta", 3)
     if "min_iter" in spec:
         if "s" in spec:
             refuse(path, "early_terminate: s goes with max_iter (brackets max_iter/eta^k), not with min_iter")
         min_iter, max_iter = spec["min_iter"], spec.get("max_iter", "auto")
+        if max_iter != "auto" and min_iter > max_iter:
+            refuse(path, f"early_terminate min_iter {min_iter} > max_iter {max_iter}; lower min_iter")
     elif "max_iter" in spec:
         # W&B: brackets at max_iter/eta, ..., max_iter/eta^s: the smallest one is Optuna's min_resource.
         max_iter = spec["max_iter"]
         min_iter = max(1, round(max_iter / eta ** spec.get("s", 0)))
     else:
         refuse(path, "early_terminate hyperband needs min_iter (or max_iter with s)")
-    for key, value in (("min_iter", min_iter), ("eta", eta)):
-        if not isinstance(value, int) or value < 1 + (key == "eta"):
-            refuse(path, f"early_terminate {key}={value!r} must be an integer >= {1 + (key == 'eta')}")
     return {"min_resource": min_iter, "max_resource": max_iter, "reduction_factor": eta}
 
 

@@ -1,7 +1,9 @@
 """sweep.py end to end: a real tiny pre-training sweep, agents sharing a study, resume after SIGKILL, failures,
 and each bad input refused in one line with the study untouched. Most tests sweep tests/fixtures/toy_program.py
 (sub-second trials); one runs pre_train_t5.py on real text."""
+import contextlib
 import csv
+import io
 import os
 import subprocess
 import sys
@@ -150,6 +152,21 @@ class BadInputTest(parameterized.TestCase):
     @parameterized.named_parameters(
         ("unknown_method", {"method": "hyperopt"}, "unknown method 'hyperopt'; choices: grid, random, bayes"),
         ("unknown_feature", {"early_terminate": {"type": "envelope"}}, "unsupported early_terminate type"),
+        ("run_cap_zero", {"run_cap": 0}, "run_cap: 0 must be a positive integer"),
+        ("run_cap_not_a_number", {"run_cap": "abc"}, "run_cap: 'abc' must be a positive integer"),
+        ("target_not_a_number", {"metric": {"name": "eval/loss", "goal": "minimize", "target": "low"}},
+         "metric target 'low' must be a number"),
+        ("max_iter_string", {"early_terminate": {"type": "hyperband", "max_iter": "27", "s": 2}},
+         "early_terminate max_iter='27' must be an integer >= 1"),
+        ("s_float", {"early_terminate": {"type": "hyperband", "max_iter": 27, "s": 1.5}},
+         "early_terminate s=1.5 must be an integer >= 1"),
+        ("eta_one", {"early_terminate": {"type": "hyperband", "min_iter": 1, "eta": 1}},
+         "early_terminate eta=1 must be an integer >= 2"),
+        ("min_iter_above_max_iter", {"early_terminate": {"type": "hyperband", "min_iter": 5, "max_iter": 2}},
+         "early_terminate min_iter 5 > max_iter 2"),
+        ("program_not_python", {"program": str(REPO / "README.md")}, "program: '.*README.md' is not a .py file"),
+        ("program_missing", {"program": str(REPO / "no_such_program.py")},
+         r"program: .*no_such_program.py \(sweep YAML key\) is not an existing .py file"),
     )
     def test_bad_sweep(self, top, message):
         self.assert_refused(toy_space(), message, **top)
@@ -168,6 +185,30 @@ class BadInputTest(parameterized.TestCase):
     def test_unreachable_storage(self):
         self.assert_refused(toy_space(), r"--storage postgresql://nohost/db", extra=["--storage",
                                                                                      "postgresql://nohost/db"])
+
+    def test_output_dir_is_a_file(self):
+        (self.dir / "a_file").write_text("")
+        self.assert_refused(toy_space(), "--output_dir .*a_file is an existing file; give a folder",
+                            extra=["--output_dir", str(self.dir / "a_file")])
+
+    def test_storage_folder_cannot_be_created(self):
+        self.assert_refused(toy_space(), r"--storage sqlite:////proc/nope/x.db: cannot create folder /proc/nope",
+                            extra=["--storage", "sqlite:////proc/nope/x.db"])
+
+    def test_help_prints_usage_and_exits_0(self):
+        agent = start_agent(self.dir / "any.yaml", "--help")
+        stdout, stderr = agent.communicate(timeout=AGENT_TIMEOUT_S)
+        self.assertEqual(agent.returncode, 0, stderr[-2000:])
+        self.assertTrue(stdout.startswith("usage: python sweep.py SWEEP.yaml"), stdout[:200])
+        self.assertIn("--trials", stdout)
+        self.assertNotIn("error:", stderr)
+
+    def test_short_help_exits_0_in_process(self):  # in process: a second interpreter start costs seconds
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as caught:
+            sweep.main(["-h"])
+        self.assertEqual(caught.exception.code, 0)
+        self.assertIn("--storage", out.getvalue())
 
     def test_metric_never_reported(self):
         path = write_sweep(self.dir, toy_space(evals=1), metric={"name": "eval/accuracy", "goal": "maximize"})
