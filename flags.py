@@ -6,6 +6,7 @@
 The dataclasses every entry script shares live in `run_flags.py`; this module parses and validates them, and
 `run_cli` runs an entry script's main() the way its `__main__` needs (usage errors, a clean distributed exit).
 """
+import argparse
 import atexit
 import dataclasses
 import difflib
@@ -13,6 +14,8 @@ import enum
 import os
 import sys
 import threading
+import types
+import typing
 from pathlib import Path
 
 import yaml
@@ -50,9 +53,12 @@ def deep_merge(base, override):
     return merged
 
 
-def load_yaml_config(path, _including=()):
-    """Reads one YAML config, merging its `_include` files (relative to it) first; refuses cycles."""
-    path = Path(path).resolve()
+def load_yaml_config(path, _including=(), check=None):
+    """Reads one YAML config, merging its `_include` files (relative to it) first; refuses cycles.
+
+    check(file, content), if given, vets and converts each file's own keys before the merge, so an error names the
+    file (an included one included) that holds the bad value."""
+    shown, path = str(path), Path(path).resolve()
     if path in _including:
         chain = " -> ".join(p.name for p in (*_including, path))
         raise UsageError(f"_include cycle in config files: {chain}; remove one of these includes")
@@ -66,12 +72,22 @@ def load_yaml_config(path, _including=()):
         content = {}
     if not isinstance(content, dict):
         raise UsageError(f"config file {path} must be a mapping of flag: value, got a {type(content).__name__}")
-    includes = content.pop(INCLUDE_KEY, [])
-    includes = [includes] if isinstance(includes, str) else includes
+    includes = _include_names(shown, content.pop(INCLUDE_KEY, []))
+    if check is not None:
+        content = check(shown, content)
     merged = {}
     for include in includes:
-        merged = deep_merge(merged, load_yaml_config(path.parent / include, (*_including, path)))
+        merged = deep_merge(merged, load_yaml_config(path.parent / include, (*_including, path), check))
     return deep_merge(merged, content)
+
+
+def _include_names(shown, includes):
+    """`_include: base.yaml` or `_include: [a.yaml, b.yaml]`; anything else would fail later, far from the file."""
+    includes = [includes] if isinstance(includes, str) else includes
+    if not isinstance(includes, list) or not all(isinstance(name, str) for name in includes):
+        raise UsageError(f"{shown}: {INCLUDE_KEY}: expected a config file name or a list of them, "
+                         f"got {_shown_value(includes)}")
+    return includes
 
 
 def split_argv(argv):
@@ -95,37 +111,116 @@ class _Parser(HfArgumentParser):
         raise UsageError(message)
 
 
-def _as_argparse_default(action, value):
-    """Scalars become strings so argparse type-checks YAML values exactly as it checks command-line values;
-    a single value given for a list flag (`train_files: corpus.txt`) becomes a one-item list."""
-    if action.nargs in ("+", "*") and not isinstance(value, (list, type(None))):
-        value = [value]
-    if isinstance(value, (bool, int, float, str)) and action.type is not None:
-        return str(value)
-    return value
-
-
 def _parser_actions(parser):
-    return {action.dest: action for action in parser._actions if action.dest != "help"}
+    """dest -> action; for a bool flag the typed `--x` action, not the `--no_x` one HfArgumentParser adds after it."""
+    actions = {}
+    for action in parser._actions:
+        if action.dest != "help":
+            actions.setdefault(action.dest, action)
+    return actions
+
+
+def _field_types(dataclass_types):
+    """name -> (type annotation, default) of every init field; HfArgumentParser drops what YAML needs to know
+    (a field that also takes a dict or a list, or None)."""
+    fields = {}
+    for dtype in dataclass_types:
+        try:
+            hints = typing.get_type_hints(dtype)
+        except (NameError, TypeError):  # an annotation naming what is not importable here: use the raw annotations
+            hints = {}
+        for f in dataclasses.fields(dtype):
+            if f.init:
+                fields[f.name] = (hints.get(f.name, f.type), f.default)
+    return fields
+
+
+def _type_options(annotation):
+    """The alternatives of a Union (`X | None`, `Optional[X]`), or the annotation alone."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _is_kind(option, kind):
+    return option is kind or typing.get_origin(option) is kind
+
+
+def _shown_value(value):
+    """A value as YAML spells it where that differs from Python (null, true/false)."""
+    if value is None or isinstance(value, bool):
+        return yaml.safe_dump(value).splitlines()[0]
+    return repr(value)
+
+
+def _expected(action, takes_list, takes_dict):
+    """What a key accepts, in words, for the error message."""
+    if action.choices:
+        expected = "one of " + ", ".join(repr(str(c)) for c in action.choices)
+    else:
+        name = getattr(action.type, "__name__", "str")
+        expected = {"int": "an integer", "float": "a number", "str": "a string", "string_to_bool": "true or false"
+                    }.get(name, f"a {name} value")
+    if takes_list:
+        expected += ", or a list of them"
+    return f"a mapping or {expected}" if takes_dict else expected
+
+
+def _convert_scalar(action, value):
+    """Converts one YAML scalar exactly as argparse converts its command-line text (type, then choices)."""
+    converted = action.type(str(value)) if action.type is not None else str(value)
+    if action.choices is not None and converted not in action.choices:
+        raise ValueError(converted)
+    return converted
+
+
+def _takes(action, field_type):
+    """(list, mapping, null): what else a key takes besides one value of its flag's type. HfArgumentParser keeps
+    none of it for a field typed `dict | str | None` or `str | list[str] | None`, so it comes from the annotation."""
+    annotation, default = field_type
+    options = _type_options(annotation)
+    takes_list = action.nargs in ("+", "*") or any(_is_kind(option, list) for option in options)
+    return takes_list, any(_is_kind(option, dict) for option in options), type(None) in options or default is None
+
+
+def _yaml_value(where, action, field_type, value):
+    """A YAML value converted for the parser, or UsageError naming `where` (file: key) and what the key takes.
+
+    Scalars go through the flag's own argparse type, so YAML and the command line accept the same values (3e-4,
+    an int for a float, yes/no for a bool). Lists are taken where the flag takes several values (a scalar becomes
+    a one-item list), mappings only where the field's type has dict, null only where the field can be None."""
+    takes_list, takes_dict, takes_none = _takes(action, field_type)
+    if type(value) is type(action.default) and value == action.default:
+        return value  # the flag's own default, as config.yaml records it: `debug: null` though no --debug gives None
+    if (value is None and takes_none) or (isinstance(value, dict) and takes_dict):
+        return value
+    items = value if isinstance(value, list) else [value] if action.nargs in ("+", "*") else None
+    try:
+        if items is not None and takes_list and not any(isinstance(v, (list, dict, type(None))) for v in items):
+            return [_convert_scalar(action, v) for v in items]
+        if not isinstance(value, (list, dict, type(None))):
+            return _convert_scalar(action, value)
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        pass
+    raise UsageError(f"{where}: expected {_expected(action, takes_list, takes_dict)}, got {_shown_value(value)}")
 
 
 def load_config_files(parser, config_files):
-    """Merges the YAML files left to right, refusing keys no dataclass declares (naming the file)."""
-    actions = _parser_actions(parser)
-    merged = {}
-    for config_file in config_files:
-        config = load_yaml_config(config_file)
+    """Merges the YAML files left to right; refuses keys no dataclass declares and values of the wrong type,
+    naming the file, before anything runs."""
+    actions, fields = _parser_actions(parser), _field_types(parser.dataclass_types)
+
+    def check(config_file, config):
         for key in config:
             if key not in actions:
                 raise UsageError(unknown_name_message("key", key, config_file, actions))
-        merged = deep_merge(merged, config)
+        return {key: _yaml_value(f"{config_file}: {key}", actions[key], fields[key], value)
+                for key, value in config.items()}
+
+    merged = {}
+    for config_file in config_files:
+        merged = deep_merge(merged, load_yaml_config(config_file, check=check))
     return merged
-
-
-def _apply_config_defaults(parser, config):
-    """Makes config values the parser's defaults, so command-line flags parsed afterwards win."""
-    actions = _parser_actions(parser)
-    parser.set_defaults(**{key: _as_argparse_default(actions[key], value) for key, value in config.items()})
 
 
 def _check_overrides(parser, remaining):
@@ -179,7 +274,8 @@ def parse_flags(dataclass_types, argv):
     """
     parser = _Parser(dataclass_types)
     config_files, overrides = split_argv(argv)
-    _apply_config_defaults(parser, load_config_files(parser, config_files))
+    # Config values, already converted, become the parser's defaults, so command-line flags parsed next win.
+    parser.set_defaults(**load_config_files(parser, config_files))
     namespace, remaining = parser.parse_known_args(overrides)
     _check_overrides(parser, remaining)
     return _build_dataclasses(dataclass_types, namespace), resolved_flags(namespace)

@@ -8,8 +8,11 @@ from pathlib import Path
 import yaml
 from absl.testing import absltest, parameterized
 
+import fine_tune_t5
 import flags
+import pre_train_t5
 from flags import UsageError
+from shared_data import require
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,7 +65,7 @@ class FlagsTest(parameterized.TestCase):
         args, _ = self.parse(self.write("c.yaml", "learning_rate: 3e-4\nuse_bf16: true\n"))
         self.assertEqual(args.learning_rate, 3e-4)
         self.assertIs(args.use_bf16, True)
-        with self.assertRaisesRegex(UsageError, "learning_rate.*invalid float value: 'fast'"):
+        with self.assertRaisesRegex(UsageError, r"d.yaml: learning_rate: expected a number, got 'fast'"):
             self.parse(self.write("d.yaml", "learning_rate: fast\n"))
 
     def test_single_value_for_a_list_flag_becomes_a_list(self):
@@ -141,6 +144,64 @@ class FlagsTest(parameterized.TestCase):
         self.assertEqual(saved, {"learning_rate": 0.1})
         with self.assertRaisesRegex(UsageError, "--hub_token would be recorded with the run"):
             flags.parse_flags((T5TrainingArguments,), ["--output_dir", str(self.dir), "--hub_token", "hf_x"])
+
+    def tiny_pretrain_yaml(self, extra):
+        """A pre-training config that parses (t5-tiny, a real corpus and tokenizer), then `extra`'s keys."""
+        config = {"model_size": "t5-tiny", "tokenizer_name_or_path": str(require("t5_spiece")),
+                  "train_files": str(require("gutenberg/austen-persuasion.txt")), "use_cpu": True,
+                  "output_dir": str(self.dir / "out"), "report_to": "none", "max_steps": 2, "input_length": 64}
+        return self.write("tiny.yaml", yaml.safe_dump(config) + extra)
+
+    # Each of these once got past parsing (crashing later, after config.yaml was written, or with a message naming
+    # no key); every one must be refused while parsing, naming the file and the key, with what the key takes.
+    @parameterized.named_parameters(
+        ("list_for_int", pre_train_t5, "max_steps: [1, 2]\n", r"c.yaml: max_steps: expected an integer, got \[1, 2\]"),
+        ("mapping_for_float", pre_train_t5, "learning_rate: {a: 1}\n",
+         r"c.yaml: learning_rate: expected a number, got \{'a': 1\}"),
+        ("int_include", pre_train_t5, "_include: 5\n",
+         r"c.yaml: _include: expected a config file name or a list of them, got 5$"),
+        ("int_in_include_list", pre_train_t5, "_include: [a.yaml, 5]\n", r"c.yaml: _include: .* got \['a.yaml', 5\]"),
+        ("fine_tune_list_for_int", fine_tune_t5, "max_source_length: [64]\n",
+         r"c.yaml: max_source_length: expected an integer, got \[64\]"),
+        ("null_for_int", pre_train_t5, "max_steps:\n", r"c.yaml: max_steps: expected an integer, got null"),
+        ("bool_for_int", pre_train_t5, "max_steps: true\n", r"c.yaml: max_steps: expected an integer, got true"),
+        ("float_for_int", pre_train_t5, "seed: 2.5\n", r"c.yaml: seed: expected an integer, got 2.5"),
+        ("word_for_bool", pre_train_t5, "use_cpu: maybe\n", r"c.yaml: use_cpu: expected true or false, got 'maybe'"),
+        ("unknown_choice", pre_train_t5, "lr_scheduler_type: bogus\n",
+         r"c.yaml: lr_scheduler_type: expected one of 'linear', .*, got 'bogus'"),
+        ("mapping_in_list", pre_train_t5, "train_files: [{a: 1}]\n",
+         r"c.yaml: train_files: expected a string, or a list of them, got \[\{'a': 1\}\]"),
+    )
+    def test_yaml_value_of_the_wrong_type_is_refused_naming_file_and_key(self, entry, content, message):
+        with self.assertRaisesRegex(UsageError, message):
+            flags.parse_flags(entry.FLAG_CLASSES, [self.write("c.yaml", content)])
+
+    def test_wrong_type_in_an_included_file_names_that_file(self):
+        self.write("presets/base.yaml", "batch_size: [4]\n")
+        with self.assertRaisesRegex(UsageError, r"presets/base.yaml: batch_size: expected an integer, got \[4\]"):
+            self.parse(self.write("configs/child.yaml", "_include: ../presets/base.yaml\n"))
+
+    def test_int_for_a_list_file_flag_is_a_file_name_as_on_the_command_line(self):
+        with self.assertRaisesRegex(UsageError, r"^--train_files: file 5 not found$"):
+            flags.parse_flags(pre_train_t5.FLAG_CLASSES, [self.tiny_pretrain_yaml("train_files: 5\n")])
+
+    @parameterized.named_parameters(
+        ("int_for_float", "learning_rate: 1\n", "learning_rate", 1.0),
+        ("yaml_string_float", "learning_rate: 3e-4\n", "learning_rate", 3e-4),
+        ("list_for_list_flag", "train_files: [CORPUS, CORPUS]\n", "train_files", ["CORPUS", "CORPUS"]),
+        ("list_for_report_to", "report_to: [wandb]\n", "report_to", ["wandb"]),
+        ("scalar_for_report_to", "report_to: wandb\n", "report_to", "wandb"),
+        ("mapping_for_dict_field", "lr_scheduler_kwargs: {power: 2}\n", "lr_scheduler_kwargs", {"power": 2}),
+        ("choice", "lr_scheduler_type: cosine\n", "lr_scheduler_type", "cosine"),
+        ("word_for_bool_with_no_flag", "dataloader_pin_memory: 'no'\n", "dataloader_pin_memory", False),
+        ("null_for_optional", "save_total_limit: null\n", "save_total_limit", None),
+    )
+    def test_yaml_value_accepted_as_on_the_command_line(self, extra, key, expected):
+        corpus = str(require("gutenberg/austen-persuasion.txt"))
+        _, resolved = flags.parse_flags(pre_train_t5.FLAG_CLASSES,
+                                        [self.tiny_pretrain_yaml(extra.replace("CORPUS", corpus))])
+        expected = [corpus if v == "CORPUS" else v for v in expected] if isinstance(expected, list) else expected
+        self.assertEqual(resolved[key], expected)
 
     def test_run_cli_turns_usage_error_into_exit_2(self):
         def bad_main():
