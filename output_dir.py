@@ -1,6 +1,7 @@
 """The run's output folder: refuse to clobber it, find the checkpoint to resume, write files atomically."""
 import json
 import logging
+import os
 from pathlib import Path
 
 import checkpoint_manifest
@@ -22,11 +23,25 @@ def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
     path = Path(output_dir)
     if path.exists() and not path.is_dir():
         raise UsageError(f"--output_dir {path} is a file; pass a folder path")
+    check_can_create(path)
     resuming = checkpoint_manifest.asks_to_resume(resume_from_checkpoint)
     if not path.is_dir() or not any(path.iterdir()) or overwrite_output_dir or resuming:
         return
     raise UsageError(f"--output_dir {path} is not empty; pass --overwrite_output_dir to write into it, "
                      "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
+
+
+def check_can_create(path):
+    """Refuses a folder that cannot be made, now rather than at the first save (after data and model loading): its
+    nearest existing ancestor must be a folder we may write into. Checked, not tried: ranks run this at once."""
+    ancestor = next(parent for parent in (path, *path.absolute().parents) if parent.exists())
+    if ancestor == path:
+        return
+    if not ancestor.is_dir():
+        raise UsageError(f"--output_dir {path} cannot be created: {ancestor} is a file; pass a folder path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"--output_dir {path} cannot be created: no write permission in {ancestor}; pass a folder "
+                         "you can write to")
 
 
 def prepare_output_dir(training_args):

@@ -115,6 +115,9 @@ CASES = {
         "cannot load the weights"),
     "evaluate_a_random_model": ("fine_tune_t5", lambda w: finetune(w, do_train=False),
                                 "--do_train false evaluates an existing model"),
+    "output_dir_under_a_file": ("pre_train_t5", lambda w: tiny_run_flags(
+        str(Path(write(w / "notes.txt", "a file\n")) / "out"), str(require("gutenberg/austen-persuasion.txt"))),
+        "notes.txt is a file; pass a folder path"),
     # checkpoints
     "resume_missing_checkpoint": ("pre_train_t5", lambda w: pretrain(w, resume_from_checkpoint=str(w / "ckpt")),
                                   "checkpoint"),

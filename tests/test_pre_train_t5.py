@@ -1,5 +1,6 @@
 """pre_train_t5.py end to end on a tiny model and real text: outputs, loss falls, reproducibility, GA, refusals."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,13 @@ class PreTrainRefusalsTest(TinyRunTestCase):
         self.assert_refused(tiny_run_flags(str(self.out), self.corpus, resume_from_checkpoint="auto"),
                             "--resume_from_checkpoint auto: --output_dir .* holds a finished run \\(metrics.json\\) "
                             "and no complete checkpoint to continue from; pass --overwrite_output_dir true")
+
+    def test_output_dir_in_a_folder_without_write_permission(self):
+        """Root may write anywhere, so the permission the check reads is faked; the folder stays unmade."""
+        with mock.patch("os.access", return_value=False) as access:
+            self.assert_refused(tiny_run_flags(str(self.dir / "locked" / "out"), self.corpus),
+                                f"--output_dir .*locked/out cannot be created: no write permission in {self.dir}")
+        access.assert_any_call(self.dir, os.W_OK | os.X_OK)
 
     def test_resume_from_a_checkpoint_of_another_model(self):
         checkpoint = self.out / "checkpoint-2"
