@@ -1,4 +1,5 @@
 """The run's output folder: refuse to clobber it, find the checkpoint to resume, write files atomically."""
+import contextlib
 import json
 import logging
 import os
@@ -31,10 +32,34 @@ def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
                      "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
 
 
+def nearest_existing(path):
+    """`path` itself or its closest ancestor that exists ('.' or '/' at worst)."""
+    return next(folder for folder in (path, *path.parents) if folder.exists())
+
+
+def refuse_a_file_in_the_way(path):
+    """For the scripts that create --output_dir themselves: it must not be a file, nor lie under one."""
+    existing = nearest_existing(path)
+    if not existing.is_dir():
+        where = "" if existing == path else f": {existing}"
+        raise UsageError(f"--output_dir {path}{where} is a file; pass a folder")
+
+
+@contextlib.contextmanager
+def creating_output_dir(path):
+    """Turns a failure to create --output_dir (under /proc, on a read-only mount) into one line: the user's path,
+    not our bug."""
+    try:
+        yield
+    except OSError as err:
+        raise UsageError(f"--output_dir {path} cannot be created ({err.strerror}); pass a folder you can write "
+                         "to") from None
+
+
 def check_can_create(path):
     """Refuses a folder that cannot be made, now rather than at the first save (after data and model loading): its
     nearest existing ancestor must be a folder we may write into. Checked, not tried: ranks run this at once."""
-    ancestor = next(parent for parent in (path, *path.absolute().parents) if parent.exists())
+    ancestor = nearest_existing(path)
     if ancestor == path:
         return
     if not ancestor.is_dir():

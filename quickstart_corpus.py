@@ -14,7 +14,6 @@ leaves the files if both are this script's (their SHA-256 is in .quickstart_corp
 refuses to touch a train.txt or validation.txt it did not write.
 """
 import ast
-import hashlib
 import importlib.machinery
 import importlib.util
 import inspect
@@ -31,7 +30,9 @@ from pathlib import Path
 from typing import Optional
 
 import flags
+from checkpoint_manifest import file_sha256
 from flags import UsageError
+from output_dir import creating_output_dir, refuse_a_file_in_the_way
 
 logger = logging.getLogger(__name__)
 
@@ -181,20 +182,6 @@ def write_text(path, documents):
     os.replace(tmp, path)
 
 
-def check_output_dir(out):
-    """Refuses an --output_dir that is a file or lies under one, before the slow collection."""
-    for folder in (out, *out.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                where = "" if folder == out else f": {folder}"
-                raise UsageError(f"--output_dir {out}{where} is a file; pass a folder")
-            return
-
-
-def sha256(path):
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def existing_corpus(out, paths):
     """True if both files are this script's; raises if any existing one is not (it may be the user's data)."""
     try:
@@ -202,37 +189,30 @@ def existing_corpus(out, paths):
     except (OSError, ValueError):  # no marker (or a garbled one): nothing here is known to be ours
         written = {}
     for path in paths.values():
-        if os.path.lexists(path) and not (path.is_file() and written.get(path.name) == sha256(path)):
+        if os.path.lexists(path) and not (path.is_file() and written.get(path.name) == file_sha256(path)):
             raise UsageError(f"--output_dir {out}: {path.name} was not written by quickstart_corpus.py; move it "
                              "away or pass another --output_dir")
     return all(path.exists() for path in paths.values())
-
-
-def make_dir(out):
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # e.g. under /proc or a read-only mount: the user's path, not our bug
-        raise UsageError(f"--output_dir {out} cannot be created ({err.strerror}); pass a folder you can write "
-                         "to") from None
 
 
 def build_corpus(output_dir, min_chars=DEFAULT_MIN_CHARS, max_documents=None):
     """Writes OUTPUT_DIR/{train,validation}.txt unless both are already this script's; returns split -> path."""
     out = Path(output_dir)
     paths = {split: out / f"{split}.txt" for split in SPLITS}
-    check_output_dir(out)
+    refuse_a_file_in_the_way(out)  # before the slow collection
     if existing_corpus(out, paths):
         logger.info("corpus already in %s, leaving it (delete the files to rebuild)", out)
         return paths
     start = time.time()
     splits = split_documents(collect_documents(min_chars, max_documents))
-    make_dir(out)
+    with creating_output_dir(out):
+        out.mkdir(parents=True, exist_ok=True)
     for split, path in paths.items():
         write_text(path, splits[split])
         logger.info("%s: %d documents, %d characters (%.1f MB) -> %s", split, len(splits[split]),
                     sum(map(len, splits[split])), path.stat().st_size / 1e6, path)
     # Written last: a build that stops early leaves files without a marker, which a re-run refuses, not trusts.
-    marker = json.dumps({path.name: sha256(path) for path in paths.values()}, indent=1)
+    marker = json.dumps({path.name: file_sha256(path) for path in paths.values()}, indent=1)
     write_text(out / MARKER, [marker])
     logger.info("built the corpus from Python %s's standard library in %.1f s", sys.version.split()[0],
                 time.time() - start)

@@ -29,6 +29,7 @@ import flags
 from constants import EOS_ID, NUM_SENTINELS, PAD_ID, UNK_ID
 from flags import UsageError
 from modeling import check_t5_tokenizer
+from output_dir import creating_output_dir, refuse_a_file_in_the_way
 
 logger = logging.getLogger(__name__)
 
@@ -109,13 +110,7 @@ def check_paths(args):
     for path in args.train_files:
         check_train_file(path)
     out = Path(args.output_dir)
-    for folder in out.parents:
-        if folder.exists():
-            if not folder.is_dir():
-                raise UsageError(f"--output_dir {out}: {folder} is a file; pass a folder")
-            break
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--output_dir {out} is a file; pass a folder")
+    refuse_a_file_in_the_way(out)
     if out.is_dir() and any(out.iterdir()) and not args.overwrite_output_dir:
         raise UsageError(f"--output_dir {out} is not empty; use --overwrite_output_dir to replace it")
 
@@ -204,12 +199,9 @@ def check_saved_layout(folder, piece_count):
 
 def make_work_dir(out):
     """Creates --output_dir's parent and a temp folder in it; failing there (under /proc, read-only) is bad input."""
-    try:
+    with creating_output_dir(out):
         out.parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    except OSError as err:
-        raise UsageError(f"--output_dir {out} cannot be created ({err.strerror}); pass a folder you can write "
-                         "to") from None
 
 
 def replace_folder(new, out):
