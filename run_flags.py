@@ -13,7 +13,7 @@ import constants
 import flag_checks
 import launch_checks
 from flags import UsageError, closest_names
-from nonfinite_guard import NAN_POLICIES
+from nonfinite_guard import check_nan_policy
 
 # datasets builder for each local file suffix (".tsv" is csv with a tab delimiter).
 FILE_BUILDERS = {".txt": "text", ".raw": "text", ".text": "text", ".json": "json", ".jsonl": "json",
@@ -175,8 +175,8 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
             self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
         flag_checks.check_report_to(self.report_to)
         flag_checks.check_training_numbers(self)
-        if self.nan_policy not in NAN_POLICIES:
-            raise UsageError(f"--nan_policy={self.nan_policy!r}; choices: {', '.join(NAN_POLICIES)}")
+        # The Trainer checks again with accelerate's DeepSpeed config too; --deepspeed is known here already.
+        check_nan_policy(self.nan_policy, deepspeed=bool(self.deepspeed))
         self.bf16 = flag_checks.check_precision(self.bf16, self.fp16, self.use_cpu)
         self.accelerator_config = flag_checks.with_non_blocking_copies(self.accelerator_config,
                                                                        self.dataloader_pin_memory)

@@ -17,6 +17,7 @@ from shared_data import require
 from test_fine_tune_t5 import tiny_flags
 from test_pre_train_t5 import snapshot, tiny_run_flags
 
+REPO = Path(__file__).resolve().parents[1]
 ENTRIES = {"pre_train_t5": pre_train_t5.main, "fine_tune_t5": fine_tune_t5.main, "sweep": sweep.main,
            "train_tokenizer": train_tokenizer.main}
 
@@ -62,6 +63,8 @@ CASES = {
     "param_group_regex": ("pre_train_t5", lambda w: pretrain(w, param_group_lr="nothing_matches=1e-3"),
                           "matches no"),
     "nan_policy": ("pre_train_t5", lambda w: pretrain(w, nan_policy="ignore"), "--nan_policy='ignore'; choices"),
+    "nan_policy_skip_under_deepspeed": ("pre_train_t5", lambda w: pretrain(
+        w, nan_policy="skip", deepspeed=str(REPO / "zero_stage2_config.json")), "--nan_policy skip cannot undo"),
     "report_to": ("pre_train_t5", lambda w: pretrain(w, report_to="wandbb"), "--report_to 'wandbb' is not a tracker"),
     "batch_size_zero": ("pre_train_t5", lambda w: pretrain(w, per_device_train_batch_size=0),
                         "--per_device_train_batch_size=0 must be >= 1"),
