@@ -20,7 +20,7 @@ test: $(VENV)/.installed
 
 # Every step is idempotent: the corpus and tokenizer are built once, the run folder is replaced each time.
 quickstart: $(VENV)/.installed
-	$(OFFLINE) $(PY) quickstart_corpus.py --output_dir $(QUICKSTART_DATA)
+	$(OFFLINE) $(PY) -m scripts.quickstart_corpus --output_dir $(QUICKSTART_DATA)
 	test -f $(QUICKSTART_DATA)/tokenizer/tokenizer_config.json || \
 		$(OFFLINE) $(PY) train_tokenizer.py --train_files $(QUICKSTART_DATA)/train.txt \
 		--output_dir $(QUICKSTART_DATA)/tokenizer --vocab_size 8000

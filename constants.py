@@ -5,6 +5,10 @@ Unified Text-to-Text Transformer") and google-research/text-to-text-transfer-tra
 models/*.gin, t5/data/preprocessors.py); T5 v1.1 shapes from its released_checkpoints.md.
 """
 
+# datasets builder for each local corpus file suffix (".tsv" is csv with a tab delimiter).
+FILE_BUILDERS = {".txt": "text", ".raw": "text", ".text": "text", ".json": "json", ".jsonl": "json",
+                 ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
+
 # Span corruption (T5 paper, section 3.3.4: 15 % of tokens corrupted, mean span length 3).
 NOISE_DENSITY = 0.15
 MEAN_NOISE_SPAN_LENGTH = 3.0

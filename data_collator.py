@@ -24,7 +24,7 @@ from typing import Any, Optional
 import numpy as np
 
 import constants
-from flags import UsageError
+from t5kit.errors import UsageError
 
 
 def compute_input_and_target_lengths(inputs_length, noise_density, mean_noise_span_length):
@@ -190,11 +190,13 @@ class DataCollatorForT5SpanCorruption:
     seed: Optional[int] = None
     return_tensors: str = "pt"
     decoder_start_token_id: Optional[int] = None
+    tokens_length: Optional[int] = None  # the window length; None: computed here from the three settings above
 
     def __post_init__(self):
         self._check_flags()
-        self.tokens_length, _ = compute_input_and_target_lengths(
-            self.input_length, self.noise_density, self.mean_noise_span_length)
+        if self.tokens_length is None:
+            self.tokens_length, _ = compute_input_and_target_lengths(
+                self.input_length, self.noise_density, self.mean_noise_span_length)
         num_noise_tokens, num_spans = count_noise(self.tokens_length, self.noise_density, self.mean_noise_span_length)
         self._check_lengths(num_noise_tokens, num_spans)
         self.sentinel_ids = self._lookup_sentinels(num_spans)  # (num_spans,)
@@ -236,9 +238,10 @@ class DataCollatorForT5SpanCorruption:
                              f"{self.noise_density}, --mean_noise_span_length={self.mean_noise_span_length} (windows "
                              f"of {self.tokens_length} ids corrupt to {inputs}); raise --input_length")
         if targets != self.target_length:
-            raise UsageError(f"--target_length={self.target_length} does not match --input_length="
-                             f"{self.input_length}, --noise_density={self.noise_density}, --mean_noise_span_length="
-                             f"{self.mean_noise_span_length}; use {targets} (compute_input_and_target_lengths)")
+            raise UsageError(f"target_length={self.target_length} does not match --input_length={self.input_length}, "
+                             f"--noise_density={self.noise_density}, --mean_noise_span_length="
+                             f"{self.mean_noise_span_length}: windows of {self.tokens_length} ids give targets of "
+                             f"{targets} (compute_input_and_target_lengths)")
 
     def _lookup_sentinels(self, num_spans):
         """Ids of <extra_id_0> .. <extra_id_{num_spans-1}>, by name: T5 numbers them downwards from the top of

@@ -28,7 +28,7 @@ import sklearn.metrics
 from rouge_score import rouge_scorer
 
 from constants import COMBINED_SCORE, GLUE_SCORE_METRICS
-from task_format import combines_metrics, normalize_text
+from t5kit.data.task_format import combines_metrics, normalize_text
 
 logger = logging.getLogger(__name__)
 

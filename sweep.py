@@ -7,59 +7,29 @@
 Each trial runs the sweep's `command` (W&B macros expanded) with `--output_dir=OUTPUT_DIR/trials/trial_NNNN`.
 --trials N is the study's total (complete + pruned + failed, over every agent): start the same command again,
 or on other nodes against one storage, and they share the work. Trials of a dead agent are marked FAIL
-(sweep_storage.py). A failing trial is recorded FAIL with its stderr tail and the sweep goes on.
+(t5kit/sweep/storage.py). A failing trial is recorded FAIL with its stderr tail and the sweep goes on.
 """
 import argparse
-import functools
-import importlib.util
 import logging
 import signal
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import optuna
-from optuna.trial import TrialState
 from transformers import HfArgumentParser
 
-import flags
-import sweep_report
-import sweep_space
-import sweep_storage
-import sweep_trial
-from flags import UsageError
+from t5kit import cli
+from t5kit.config import parsing
+from t5kit.config.sweep_arguments import SweepArguments
+from t5kit.errors import UsageError
+from t5kit.sweep import report as sweep_report
+from t5kit.sweep import space as sweep_space
+from t5kit.sweep import storage as sweep_storage
+from t5kit.sweep import study as sweep_study
+from t5kit.sweep import trial as sweep_trial
 
 logger = logging.getLogger("sweep")
 DEFAULT_SWEEPS_DIR = "runs/sweeps"
 USAGE = "python sweep.py SWEEP.yaml [--trials N] [--storage URL] [--report]"
-
-
-@dataclass
-class SweepArguments:
-    output_dir: str = field(default=None, metadata={
-        "help": "Sweep folder: trials/trial_NNNN (each trial's --output_dir), logs/, trials.csv, best_config.yaml, "
-                "plots. Default: runs/sweeps/<study name>."})
-    storage: str = field(default=None, metadata={
-        "help": "Optuna storage URL: sqlite:///PATH (default OUTPUT_DIR/sweep.db), journal:///PATH on a shared "
-                "filesystem, or postgresql://... / mysql://... for agents on several nodes."})
-    study_name: str = field(default=None, metadata={
-        "help": "Study in the storage; agents with the same name share it. Default: the sweep's name, else the "
-                "YAML's file name."})
-    trials: int = field(default=None, metadata={
-        "help": "Total trials of the study over all agents (complete + pruned + failed). Default: run_cap from the "
-                "YAML; grid: the grid size (also the cap)."})
-    seed: int = field(default=None, metadata={
-        "help": "Sampler seed. Unset (default) when several agents share a study, else they propose alike."})
-    heartbeat_interval: float = field(default=60.0, metadata={
-        "help": "Seconds between a running trial's heartbeats; after 3 missed ones other agents mark it FAIL."})
-    report: bool = field(default=False, metadata={
-        "help": "Only write the report (trials.csv, best_config.yaml, plots) of the study so far; run nothing."})
-
-    def __post_init__(self):
-        if self.trials is not None and self.trials < 1:
-            raise UsageError(f"--trials={self.trials} must be >= 1")
-        if self.heartbeat_interval <= 0:
-            raise UsageError(f"--heartbeat_interval={self.heartbeat_interval} must be > 0")
 
 
 def parse_args(argv):
@@ -69,165 +39,8 @@ def parse_args(argv):
         raise SystemExit(0)
     if not argv or argv[0].startswith("-") or not argv[0].endswith((".yaml", ".yml")):
         raise UsageError(f"usage: {USAGE}")
-    (args,), _ = flags.parse_flags((SweepArguments,), argv[1:])
+    (args,) = parsing.parse_flags((SweepArguments,), argv[1:])
     return argv[0], args
-
-
-@functools.lru_cache(maxsize=None)  # importing an entry script costs seconds (transformers)
-def load_program_flags(program):
-    """The program's FLAG_CLASSES, imported from its file (entry scripts run nothing at import)."""
-    path = Path(program)
-    if not path.is_file() or path.suffix != ".py":
-        raise UsageError(f"program: {program} (sweep YAML key) is not an existing .py file; run sweep.py from the "
-                         "folder `wandb agent` would run in, or fix program")
-    sys.path.insert(0, str(path.resolve().parent))
-    spec = importlib.util.spec_from_file_location(f"sweep_program_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, "FLAG_CLASSES"):
-        raise UsageError(f"program {program} has no FLAG_CLASSES; sweep.py checks parameter names against them")
-    return module.FLAG_CLASSES
-
-
-def check_parameters(sweep, flag_classes, base_configs):
-    """Refuses parameters that are not flags of the program, then parses one sample as the program would."""
-    known = [action.dest for action in program_actions(flag_classes)]
-    for param in sweep.params:
-        if param.name == "output_dir":
-            raise UsageError(f"{sweep.path.name}: parameter 'output_dir' is set per trial by sweep.py; remove it")
-        if param.name not in known:
-            raise UsageError(flags.unknown_name_message("parameter", param.name,
-                                                        f"{sweep.path.name} (not a flag of {sweep.program})", known))
-    sample = {p.name: midpoint(p.distribution) for p in sweep.searched}
-    argv = base_configs + [f"--{k}={sweep_trial.flag_text(v)}" for k, v in
-                           sweep_space.trial_flags(sweep, sample).items() if v is not None]
-    try:
-        flags.parse_flags(flag_classes, argv + ["--output_dir=/nonexistent/sweep-check"])
-    except UsageError as err:
-        raise UsageError(f"{sweep.path.name}: a sampled trial of {sweep.program} would be refused: {err}") from None
-
-
-def program_actions(flag_classes):
-    return [action for action in HfArgumentParser(flag_classes)._actions if action.dest != "help"]
-
-
-def list_flags(flag_classes):
-    """Flags that take several values: best_config.yaml writes a swept single value of one as a list."""
-    return {action.dest for action in program_actions(flag_classes) if action.nargs in ("+", "*")}
-
-
-def midpoint(distribution):
-    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
-        return distribution.choices[0]
-    middle = (distribution.low + distribution.high) / 2
-    return int(middle) if isinstance(distribution, optuna.distributions.IntDistribution) else middle
-
-
-def target_trials(sweep, args):
-    if sweep.method == "grid":
-        size = sweep_space.grid_size(sweep)
-        if args.trials is not None and args.trials > size:
-            logger.info("--trials %d > grid size %d: the grid is run once", args.trials, size)
-        return min(args.trials or size, size)
-    trials = args.trials or sweep.run_cap
-    if trials is None:
-        raise UsageError(f"method {sweep.method} needs --trials N (or run_cap in {sweep.path.name})")
-    return trials
-
-
-def target_reached(study, sweep):
-    if sweep.target is None or not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        return False
-    best = study.best_value
-    return best >= sweep.target if sweep.goal == "maximize" else best <= sweep.target
-
-
-def next_trial(study, sweep, args, storage_url, total):
-    """Asks for a trial unless the study holds `total` trials already (or reached metric.target); else None."""
-    with sweep_storage.agents_lock(storage_url):
-        sweep_storage.fail_stale_trials(study, args.heartbeat_interval)
-        if len(study.get_trials(deepcopy=False)) >= total or target_reached(study, sweep):
-            return None
-        trial = study.ask({p.name: p.distribution for p in sweep.searched})
-        sweep_storage.stamp_agent(study, trial)
-    if trial.number >= total:  # two agents on a database server asked at once
-        trial.set_user_attr("fail_reason", f"surplus: the study already had {total} trials")
-        study.tell(trial, state=TrialState.FAIL)
-        return None
-    return trial
-
-
-def run_one(study, sweep, trial, base_configs, sweep_dir, args):
-    """Runs one trial to COMPLETE, PRUNED or FAIL; a metric the program never reports is a UsageError."""
-    flag_values = sweep_space.trial_flags(sweep, trial.params)
-    trial.set_user_attr(sweep_report.FLAGS_ATTR, flag_values)
-    name = f"trial_{trial.number:04d}"
-    trial_dir = sweep_dir / "trials" / name
-    argv = sweep_trial.expand_command(list(sweep.command), sweep.program, {**flag_values, "output_dir": str(trial_dir)},
-                                      sweep_dir / "logs" / f"{name}.json")
-    logger.info("trial %d: %s", trial.number, " ".join(argv))
-    steps = []
-
-    def report(value):
-        steps.append(value)
-        trial.report(value, len(steps))  # W&B's hyperband counts iterations as logged evaluations
-        return trial.should_prune()
-
-    try:
-        outcome = sweep_trial.run_trial(argv, trial_dir, sweep_dir / "logs" / name,
-                                        sweep_trial.trial_env(study.study_name, trial.number), sweep.metric, report,
-                                        lambda: sweep_storage.beat(study, trial), args.heartbeat_interval)
-    except BaseException:
-        trial.set_user_attr("fail_reason", "agent interrupted")
-        study.tell(trial, state=TrialState.FAIL)
-        raise
-    return record_outcome(study, sweep, trial, outcome)
-
-
-def record_outcome(study, sweep, trial, outcome):
-    if outcome.state == "complete":
-        study.tell(trial, outcome.value)
-        logger.info("trial %d COMPLETE: %s = %.6g", trial.number, sweep.metric, outcome.value)
-    elif outcome.state == "pruned":
-        study.tell(trial, state=TrialState.PRUNED)
-        logger.info("trial %d PRUNED by %s", trial.number, type(study.pruner).__name__)
-    else:
-        trial.set_user_attr("fail_reason", outcome.detail[-sweep_trial.STDERR_TAIL_CHARS:])
-        study.tell(trial, state=TrialState.FAIL)
-        logger.warning("trial %d FAIL: %s", trial.number, outcome.detail)
-        if outcome.reported and sweep.metric not in outcome.reported:
-            raise UsageError(f"metric {sweep.metric!r} of {sweep.path.name} is never reported by {sweep.program}; "
-                             f"it reported: {', '.join(outcome.reported)}")
-    return outcome.state
-
-
-def open_study(sweep, args, storage_url, create):
-    storage = sweep_storage.open_storage(storage_url)
-    name = args.study_name or sweep.name
-    if not create:
-        try:
-            return optuna.load_study(study_name=name, storage=storage)
-        except KeyError:
-            raise UsageError(f"no study {name!r} in {sweep_storage.redact(storage_url)}; run the sweep first")
-    return optuna.create_study(study_name=name, storage=storage, load_if_exists=True,
-                               direction=sweep.goal, sampler=sweep_space.build_sampler(sweep, args.seed),
-                               pruner=sweep_space.build_pruner(sweep))
-
-
-def make_sweep_folders(sweep_dir, storage_url, args):
-    """Refuses an --output_dir that is a file and creates the storage's folder, so a path that cannot be a folder
-    is one line naming its flag rather than a traceback from mkdir."""
-    if sweep_dir.exists() and not sweep_dir.is_dir():
-        raise UsageError(f"--output_dir {sweep_dir} is an existing file; give a folder (new or a sweep's)")
-    store = sweep_storage.storage_file(storage_url)
-    if store is None:
-        return
-    flag = f"--storage {sweep_storage.redact(storage_url)}" if args.storage else f"--output_dir {sweep_dir}"
-    try:
-        store.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"{flag}: cannot create folder {store.parent} ({err.strerror}); "
-                         "give a writable path") from None
 
 
 def main(argv=None):
@@ -237,29 +50,29 @@ def main(argv=None):
     if not any(macro in sweep.command for macro in sweep_trial.ARGS_MACROS):
         raise UsageError(f"{sweep.path.name}: command passes no parameters; add ${{args}} after ${{program}}")
     base_configs = sweep_trial.base_config_files(list(sweep.command))
-    flag_classes = load_program_flags(sweep.program)
-    check_parameters(sweep, flag_classes, base_configs)
-    total = None if args.report else target_trials(sweep, args)
+    flag_classes = sweep_study.load_program_flags(sweep.program)
+    sweep_study.check_parameters(sweep, flag_classes, base_configs)
+    total = None if args.report else sweep_study.target_trials(sweep, args)
 
     # 2. Logging, sweep folder, storage and study (created, or loaded to resume).
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
                         level=logging.INFO, handlers=[logging.StreamHandler(sys.stdout)], force=True)
     sweep_dir = Path(args.output_dir or Path(DEFAULT_SWEEPS_DIR) / sweep.name)
     storage_url = args.storage or f"sqlite:///{(sweep_dir / 'sweep.db').resolve()}"
-    make_sweep_folders(sweep_dir, storage_url, args)
+    sweep_study.make_sweep_folders(sweep_dir, storage_url, args)
     with sweep_storage.agents_lock(storage_url):
-        study = open_study(sweep, args, storage_url, create=not args.report)
+        study = sweep_study.open_study(sweep, args, storage_url, create=not args.report)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SLURM's time limit: FAIL the trial, then exit
 
     # 3. Trials until the study holds --trials of them, then the report.
     if not args.report:
         logger.info("sweep %s (%s, metric %s %s): study %r in %s, %d trials in total", sweep.path, sweep.method,
                     sweep.metric, sweep.goal, study.study_name, sweep_storage.redact(storage_url), total)
-        while (trial := next_trial(study, sweep, args, storage_url, total)) is not None:
-            run_one(study, sweep, trial, base_configs, sweep_dir, args)
-    sweep_report.write_report(study, sweep, base_configs, sweep_dir, list_flags(flag_classes))
+        while (trial := sweep_study.next_trial(study, sweep, args, storage_url, total)) is not None:
+            sweep_study.run_one(study, sweep, trial, base_configs, sweep_dir, args)
+    sweep_report.write_report(study, sweep, base_configs, sweep_dir, sweep_study.list_flags(flag_classes))
     return study
 
 
 if __name__ == "__main__":
-    flags.run_cli(main)
+    cli.run_cli(main)

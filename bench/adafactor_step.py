@@ -24,8 +24,8 @@ from transformers import T5Config, T5ForConditionalGeneration  # noqa: E402
 from transformers.optimization import Adafactor  # noqa: E402
 
 import constants  # noqa: E402
-import grouped_adafactor  # noqa: E402
-from grouped_adafactor import GroupedAdafactor  # noqa: E402
+from t5kit.optim import grouped_adafactor  # noqa: E402
+from t5kit.optim.grouped_adafactor import GroupedAdafactor  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -4,7 +4,7 @@
     python bench/attention_bias.py --batch_size 64 --length 512
 
 Why: in a t5-base bf16 step on an H100 (torch.compile, batch 64) the encoder's self-attention is the largest cost
-after the linear layers (README, Benchmarks). T5 adds a learned relative-position bias to the scores, so SDPA's
+after the linear layers (docs/benchmarks.md). T5 adds a learned relative-position bias to the scores, so SDPA's
 flash and cuDNN kernels are out (no bias gradient) and it runs the memory-efficient kernel, which writes the bias
 gradient at full [batch, heads, length, length] size. FlexAttention adds the bias in its score_mod and accumulates
 the gradient into the [heads, length, length] bias directly. This bench times one attention call at the model's

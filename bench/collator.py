@@ -1,6 +1,6 @@
 """Span-corruption collator vs a one-example-at-a-time pure-Python reference of the same T5 algorithm.
 
-    .venv/bin/python bench/collator.py               # rows as numpy arrays, as data.pack_windows yields them
+    .venv/bin/python bench/collator.py               # rows as numpy arrays, as corpus.pack_windows yields them
     .venv/bin/python bench/collator.py --list_rows   # rows as lists of Python ints (a dataset without format)
 
 128 real windows of 568 ids (wikitext-2 test through the T5 tokenizer, both from ../shared/data) corrupted to
@@ -21,8 +21,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import constants  # noqa: E402
-from data_collator import (  # noqa: E402
-    DataCollatorForT5SpanCorruption, compute_input_and_target_lengths, random_spans_noise_mask)
+from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths, random_spans_noise_mask  # noqa: E402
 
 BATCH_SIZE = 128
 BURN_IN, REPEATS = 3, 15  # best of 15 per arm: other processes share these 2 cores

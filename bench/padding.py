@@ -4,11 +4,12 @@
     .venv/bin/python bench/padding.py --batch_size 128
 
 The rows are the real GLUE training sets in ../shared/data (CoLA, SST-2, MRPC, STS-B, RTE, WNLI), formatted and
-tokenised by fine_tune_data.py with the T5 vocabulary and mixed examples-proportionally by task_mixture.py, as a
+tokenised by task_data.py with the T5 vocabulary and mixed examples-proportionally by task_mixture.py, as a
 multi-task run trains on them. Both arms pad each batch to its own longest input and target (dynamic padding, what
-the collator does); they differ only in the order: Trainer's RandomSampler vs the LengthGroupedSampler that
-`--train_sampling_strategy group_by_length` (our default) uses. The figure is padded tokens / all tokens of the
-padded batches, inputs and targets together; the last figure adds pad_to_multiple_of=8 (used under bf16/fp16).
+the collator does); they differ only in the order: Trainer's RandomSampler vs the LengthGroupedSampler that HF's
+`--train_sampling_strategy group_by_length` uses (our default, length_buckets, pads least). The figure is padded
+tokens / all tokens of the padded batches, inputs and targets together; the last figure adds pad_to_multiple_of=8
+(used under bf16/fp16).
 """
 import argparse
 import logging
@@ -23,12 +24,12 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-import fine_tune_data  # noqa: E402
-import modeling  # noqa: E402
-from task_trainer import length_bucket_indices  # noqa: E402
-from run_flags import FineTuneDataArguments  # noqa: E402
-from task_format import get_task_vals  # noqa: E402
-from task_mixture import mix_task_datasets  # noqa: E402
+from t5kit.config.finetune_arguments import FineTuneDataArguments  # noqa: E402
+from t5kit.data import task_data  # noqa: E402
+from t5kit.data.task_format import get_task_vals  # noqa: E402
+from t5kit.data.task_mixture import mix_task_datasets  # noqa: E402
+from t5kit.model import building  # noqa: E402
+from t5kit.train.task_trainer import length_bucket_indices  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "wnli")  # the GLUE tasks with a train.tsv in ../shared/data
@@ -41,7 +42,7 @@ def load_mixture(tokenizer):
     glue_dir = SHARED_DATA / "glue"
     data_args = FineTuneDataArguments(tasks=",".join(f"glue/{task}" for task in GLUE_TASKS),
                                       data_dir=[str(glue_dir)], max_source_length=MAX_SOURCE_LENGTH)
-    splits = [fine_tune_data.build_task_split(fine_tune_data.SplitPlan(get_task_vals("glue", task), "train",
+    splits = [task_data.build_task_split(task_data.SplitPlan(get_task_vals("glue", task), "train",
                                                                        "train", task), data_args, tokenizer)
               for task in GLUE_TASKS]
     mixture, _ = mix_task_datasets([split.dataset for split in splits], list(GLUE_TASKS), data_args.mixture_cap,
@@ -68,7 +69,7 @@ def main(argv=None):
     parser.add_argument("--batch_size", type=int, default=32, help="rows per batch (per device x accumulation)")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # the per-task data lines would bury the one result line
-    tokenizer = modeling.load_tokenizer(str(SHARED_DATA / "t5_spiece"))
+    tokenizer = building.load_tokenizer(str(SHARED_DATA / "t5_spiece"))
     inputs, targets = load_mixture(tokenizer)
     generator = torch.Generator().manual_seed(SEED)
     random_order = np.array(list(RandomSampler(range(len(inputs)), generator=generator)))

@@ -6,18 +6,19 @@
     python bench/pretrain_throughput.py --device cuda ... --profile 30 --profile_trace step.json   # where time goes
     python bench/pretrain_throughput.py --device cuda ... --compile_mode max-autotune               # compile modes
 
-Both arms train the same model (modeling.build_model from a --model_size preset, built after the same seed) on the
+Both arms train the same model (building.build_model from a --model_size preset, built after the same seed) on the
 same batches: (burn_in + steps) x batch_size random windows of tokens_length ids from a fixed seed, corrupted by
 DataCollatorForT5SpanCorruption with the same seed. Only the collator needs the real tokenizer (its sentinels):
 ../shared/data/t5_spiece, or $T5_SHARED_DATA/t5_spiece; without it the bench prints what is missing and exits.
 
-- trainer: pre_train_t5.PretrainTrainer (Seq2SeqTrainer with our checkpoint, --nan_policy and stream mixins) with
-  T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused (or --optim), max_grad_norm
-  1.0, the linear schedule and the NaN guard), --bf16 and --torch_compile set from our flags, and the collator
-  running live in the loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop gets. A
-  callback reads the clock at on_step_end of step burn_in and of the last step (or every later step, --timing
-  steps), so the timed span is whole iterations of Trainer's loop: fetching and collating the batch, copying it to
-  the device, forward/backward, clipping, optimizer, scheduler, callbacks and the per-step nan check.
+- trainer: t5kit.train.pretrain_trainer.PretrainTrainer (Seq2SeqTrainer with our checkpoint, --nan_policy and stream
+  mixins) with T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused (or --optim),
+  max_grad_norm 1.0, the linear schedule and the NaN guard), --bf16 and --torch_compile set from our flags, and the
+  collator running live in the loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop
+  gets. A callback reads the clock at on_step_end of step burn_in and of the last step (or every later step,
+  --timing steps), so the timed span is whole iterations of Trainer's loop: fetching and collating the batch,
+  copying it to the device, forward/backward, clipping, optimizer, scheduler, callbacks and the non-finite guard's
+  verdict (read a step later).
 - bare loop: the batches collated once up front (pinned on cuda); per step: copy to the device (non-blocking),
   autocast(bf16) forward, backward, clip_grad_norm_ (Trainer clips at max_grad_norm by default, so the two arms do
   the same math), optimizer.step(), scheduler.step(), zero_grad(). Optimizer class and kwargs come from
@@ -60,14 +61,14 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):  
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from transformers import (  # noqa: E402
-    PrinterCallback, T5ForConditionalGeneration, TrainerCallback, get_scheduler, set_seed)
+from transformers import PrinterCallback, T5ForConditionalGeneration, TrainerCallback, get_scheduler, set_seed  # noqa: E402
 
-import grouped_adafactor  # noqa: E402
-import modeling  # noqa: E402
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
-from pre_train_t5 import PretrainTrainer  # noqa: E402
-from run_flags import ATTN_IMPLEMENTATIONS, ModelArguments, SpanCorruptionArguments, T5TrainingArguments  # noqa: E402
+from t5kit.config.arguments import ATTN_IMPLEMENTATIONS, ModelArguments, T5TrainingArguments  # noqa: E402
+from t5kit.config.pretrain_arguments import SpanCorruptionArguments  # noqa: E402
+from t5kit.model import building  # noqa: E402
+from t5kit.optim import grouped_adafactor  # noqa: E402
+from t5kit.train.pretrain_trainer import PretrainTrainer  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -205,7 +206,7 @@ def build_model(args, tokenizer, training_args):
     set_seed(training_args.seed)
     model_args = ModelArguments(model_size=args.model_size, tokenizer_name_or_path=str(SHARED_DATA / "t5_spiece"),
                                 attn_implementation=args.attn_implementation)
-    return modeling.build_model(model_args, tokenizer, use_cpu=args.device == "cpu")
+    return building.build_model(model_args, tokenizer, use_cpu=args.device == "cpu")
 
 
 def reads_clock(step, burn_in, last_step, timing):
@@ -359,12 +360,12 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     if args.tf32:  # process-wide, so the bare loop gets what Trainer's tf32=True sets
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    tokenizer = modeling.load_tokenizer(str(tokenizer_dir))
+    tokenizer = building.load_tokenizer(str(tokenizer_dir))
     span_args = SpanCorruptionArguments(input_length=args.input_length)
     tokens_length, target_length = compute_input_and_target_lengths(
         args.input_length, span_args.noise_density, span_args.mean_noise_span_length)
     windows = make_windows((args.burn_in + args.steps) * args.batch_size, tokens_length, len(tokenizer), args.seed)
-    config = modeling.build_t5_config(args.model_size, tokenizer, dropout_rate=0.0)
+    config = building.build_t5_config(args.model_size, tokenizer, dropout_rate=0.0)
     flops_per_step = count_step_flops(config, args.batch_size, args.input_length, target_length)
     print(f"{args.model_size}: batch {args.batch_size} x (input {args.input_length} + target {target_length}) "
           f"tokens, {flops_per_step / 1e12:.3f} TFLOP per step (FlopCounterMode, forward+backward), "

@@ -21,34 +21,99 @@ If resume re-read consumed data, the step-1000 time and data read would grow ~10
 Rows/windows read at the first step: the first batch plus what the data loader prefetches.
 """
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+SHARED_DATA = REPO.parent / "shared" / "data"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
+           "TOKENIZERS_PARALLELISM": "false"}
+os.environ.update(OFFLINE)  # before transformers or datasets is imported
 
-import conftest  # noqa: E402,F401  offline hubs, as in the tests
-import datasets  # noqa: E402
-
-import checkpoint_manifest  # noqa: E402
-import data  # noqa: E402
-import flags  # noqa: E402
-import pre_train_t5  # noqa: E402
-import stream_resume  # noqa: E402
 from data_collator import compute_input_and_target_lengths  # noqa: E402
-from modeling import load_tokenizer  # noqa: E402
-from packed_stream import PackedWindowStream  # noqa: E402
-from shared_data import require  # noqa: E402
-from test_pre_train_t5 import tiny_run_flags  # noqa: E402
+from t5kit.config import parsing  # noqa: E402
+from t5kit.config.programs import PRETRAIN_FLAG_CLASSES  # noqa: E402
+from t5kit.data import corpus  # noqa: E402
+from t5kit.model.building import load_tokenizer  # noqa: E402
+from t5kit.train import checkpoint_manifest, stream_resume  # noqa: E402
 
 STEPS = (10, 1000)
-BOOKS = sorted(str(p) for p in require("gutenberg").glob("*.txt"))
+
+# Runs pre_train_t5.py as on the command line (python pre_train_t5.py ARGS) with two probes: the time from
+# trainer.train() to the end of the first training_step, and the rows/windows the data handed out meanwhile.
+TIMED_RUN = """
+import json, runpy, sys, time
+import datasets
+from t5kit.data.packed_stream import PackedWindowStream
+from t5kit.train.pretrain_trainer import PretrainTrainer
+
+marks, read = {}, [0]
+train, step = PretrainTrainer.train, PretrainTrainer.training_step
+getitems, hand_out = datasets.Dataset.__getitems__, PackedWindowStream._hand_out
+
+def timed_train(self, *args, **kwargs):
+    marks["start"], read[0] = time.perf_counter(), 0
+    return train(self, *args, **kwargs)
+
+def timed_step(self, *args, **kwargs):
+    loss = step(self, *args, **kwargs)
+    marks.setdefault("first_step", (time.perf_counter() - marks["start"], read[0]))
+    return loss
+
+def counted_getitems(self, keys):
+    read[0] += len(keys)
+    return getitems(self, keys)
+
+def counted_hand_out(self, start, windows):
+    for window in hand_out(self, start, windows):
+        read[0] += 1
+        yield window
+
+PretrainTrainer.train, PretrainTrainer.training_step = timed_train, timed_step
+datasets.Dataset.__getitems__, PackedWindowStream._hand_out = counted_getitems, counted_hand_out
+sys.argv = ["pre_train_t5.py", *sys.argv[1:]]
+runpy.run_path("pre_train_t5.py", run_name="__main__")
+print("FIRST_STEP " + json.dumps(marks["first_step"]))
+"""
+
+
+def require(relative_path):
+    path = SHARED_DATA / relative_path
+    if not path.exists():
+        raise SystemExit(f"bench/resume.py needs {path} (../shared/data beside the repository)")
+    return path
+
+
+def run_flags(output_dir, train_file, **overrides):
+    """A seconds-long t5-tiny pre-training run on real text with the real T5 tokenizer."""
+    values = {"output_dir": output_dir, "model_size": "t5-tiny", "tokenizer_name_or_path": str(require("t5_spiece")),
+              "train_files": [train_file], "input_length": 64, "per_device_train_batch_size": 4,
+              "per_device_eval_batch_size": 16, "max_eval_samples": 32, "learning_rate": 1e-2, "logging_steps": 1,
+              "eval_strategy": "no", "save_strategy": "no", "use_cpu": True, "seed": 3, "report_to": "none",
+              "disable_tqdm": True, **overrides}
+    argv = []
+    for key, value in values.items():
+        argv += [f"--{key}", *map(str, value)] if isinstance(value, list) else [f"--{key}", str(value)]
+    return argv
+
+
+def pre_train(argv, timed=False):
+    """Runs pre_train_t5.py in a child process (one torch thread: the fastest and least noisy here); timed=True
+    returns (seconds to the first step, data read) from its probes."""
+    command = [sys.executable, "-c", TIMED_RUN, *argv] if timed else [sys.executable, "pre_train_t5.py", *argv]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if result.returncode:
+        raise SystemExit(f"pre_train_t5.py failed:\n{result.stderr[-3000:]}")
+    if timed:
+        line = next(line for line in result.stdout.splitlines() if line.startswith("FIRST_STEP "))
+        return tuple(json.loads(line.removeprefix("FIRST_STEP ")))
+    return None
 
 
 def fake_checkpoint(source, output_dir, step, steps_per_epoch=None, stream_position=None):
@@ -69,11 +134,11 @@ def fake_checkpoint(source, output_dir, step, steps_per_epoch=None, stream_posit
 
 def stream_position(argv, window):
     """Where window `window` of the run's training stream starts: the position a real run saves there."""
-    (_, data_args, span_args, training_args), _ = flags.parse_flags(pre_train_t5.FLAG_CLASSES, argv)
+    _, data_args, span_args, training_args = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, argv)
     tokens_length, _ = compute_input_and_target_lengths(span_args.input_length, span_args.noise_density,
                                                         span_args.mean_noise_span_length)
     tokenizer = load_tokenizer(str(require("t5_spiece")))
-    train, _ = data.build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args)
+    train, _ = corpus.build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args)
     for row in train:
         train.forget_before(row["window_index"])
         if row["window_index"] == window:
@@ -81,77 +146,41 @@ def stream_position(argv, window):
     raise SystemExit(f"the stream has fewer than {window + 1} windows")
 
 
-def time_to_first_step(argv):
-    """Seconds from train() to the end of the first training_step, and the rows/windows read meanwhile."""
-    marks, read = {}, [0]
-    trainer_class, getitems, hand_out = pre_train_t5.PretrainTrainer, datasets.Dataset.__getitems__, \
-        PackedWindowStream._hand_out
-    train, step = trainer_class.train, trainer_class.training_step
-
-    def timed_train(self, *args, **kwargs):
-        marks["start"], read[0] = time.perf_counter(), 0
-        return train(self, *args, **kwargs)
-
-    def timed_step(self, *args, **kwargs):
-        loss = step(self, *args, **kwargs)
-        marks.setdefault("first_step", (time.perf_counter(), read[0]))
-        return loss
-
-    def counted_getitems(self, keys):
-        read[0] += len(keys)
-        return getitems(self, keys)
-
-    def counted_hand_out(self, start, windows):
-        for window in hand_out(self, start, windows):
-            read[0] += 1
-            yield window
-
-    trainer_class.train, trainer_class.training_step = timed_train, timed_step
-    datasets.Dataset.__getitems__, PackedWindowStream._hand_out = counted_getitems, counted_hand_out
-    try:
-        pre_train_t5.main(argv)
-    finally:
-        trainer_class.train, trainer_class.training_step = train, step
-        datasets.Dataset.__getitems__, PackedWindowStream._hand_out = getitems, hand_out
-    end, data_read = marks["first_step"]
-    return end - marks["start"], data_read
-
-
 def bench_map_style(tmp, corpus):
     base = Path(tmp) / "map_base"
     run = dict(save_strategy="steps", report_to="none")
-    pre_train_t5.main(tiny_run_flags(str(base), corpus, max_steps=STEPS[0], save_steps=STEPS[0], **run))
+    pre_train(run_flags(str(base), corpus, max_steps=STEPS[0], save_steps=STEPS[0], **run))
     state = json.loads((base / f"checkpoint-{STEPS[0]}" / "trainer_state.json").read_text())
     steps_per_epoch = round(state["global_step"] / state["epoch"])  # epoch is steps / steps per epoch
     results = []
     for step in STEPS:
         out = Path(tmp) / f"map_resume{step}"
         fake_checkpoint(base / f"checkpoint-{STEPS[0]}", out, step, steps_per_epoch)
-        results.append(time_to_first_step(tiny_run_flags(str(out), corpus, max_steps=step + 1,
-                                                         resume_from_checkpoint="auto", **run)))
+        results.append(pre_train(run_flags(str(out), corpus, max_steps=step + 1, resume_from_checkpoint="auto",
+                                           **run), timed=True))
     return results
 
 
 def bench_streaming(tmp):
     def run(out, **extra):
-        return tiny_run_flags(str(Path(tmp) / out), BOOKS[0], train_files=BOOKS, streaming=True,
-                              save_strategy="steps", report_to="none", **extra)
+        books = sorted(str(p) for p in require("gutenberg").glob("*.txt"))
+        return run_flags(str(Path(tmp) / out), books[0], train_files=books, streaming=True,
+                         save_strategy="steps", report_to="none", **extra)
 
-    pre_train_t5.main(run("stream_base", max_steps=STEPS[0], save_steps=STEPS[0]))
+    pre_train(run("stream_base", max_steps=STEPS[0], save_steps=STEPS[0]))
     saved = Path(tmp) / "stream_base" / f"checkpoint-{STEPS[0]}"
-    batch = 4  # tiny_run_flags' per_device_train_batch_size, one process
+    batch = 4  # run_flags' per_device_train_batch_size, one process
     results = []
     for step, with_position in ((STEPS[0], True), (STEPS[1], True), (STEPS[1], False)):
         out = Path(tmp) / f"stream_resume{step}_{with_position}"
         position = json.loads((saved / stream_resume.POSITION_FILE).read_text()) if step == STEPS[0] else \
             stream_position(run("position", max_steps=step), step * batch)
         fake_checkpoint(saved, out, step, stream_position=position if with_position else None)
-        results.append(time_to_first_step(run(out.name, max_steps=step + 1, resume_from_checkpoint="auto")))
+        results.append(pre_train(run(out.name, max_steps=step + 1, resume_from_checkpoint="auto"), timed=True))
     return results
 
 
 def main():
-    torch.set_num_threads(1)  # shared small machines: one thread is the fastest and the least noisy
     with tempfile.TemporaryDirectory() as tmp:
         (t_small, rows_small), (t_large, rows_large) = bench_map_style(tmp, str(require(
             "gutenberg/austen-persuasion.txt")))

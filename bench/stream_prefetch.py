@@ -5,14 +5,14 @@
 
 With --streaming the stream lives in the main process (--dataloader_num_workers 0, so that resume is exact). Read
 in line, reading, tokenising and cutting the next batch happen between training steps, while the accelerator
-idles: the Trainer waits for each step's loss (its NaN checks), so it cannot run ahead. packed_stream reads ahead
-in a thread instead. This bench builds a C4-like corpus (JSON lines, ~400-word documents cut from the Gutenberg
-books, 4 files), streams it through data.load_raw_corpus + data.stream_windows as pre_train_t5 does, and hands
+idles: the host prepares the next batch only once it has launched the current step. packed_stream reads ahead in a
+thread instead. This bench builds a C4-like corpus (JSON lines, ~400-word documents cut from the Gutenberg
+books, 4 files), streams it through corpus.load_raw_corpus + corpus.stream_windows as pre_train_t5 does, and hands
 out `--batch_size` windows per step; the step itself is time.sleep(--step_seconds), which is what the main thread
 does during a GPU step: wait, without the GIL. The default 0.133 s is the t5-base bf16 step with torch.compile at
-batch 64 measured on an H100 with transformers 5.17 (0.109 s with 5.23, README). Both arms get the same windows
-(checked). Printed: the stream's own rate (no step), then mean seconds per step in line vs read ahead, and how much
-of each step is data time.
+batch 64 measured on an H100 with transformers 5.17 (0.109 s with 5.23, docs/benchmarks.md). Both arms get the same
+windows (checked). Printed: the stream's own rate (no step), then mean seconds per step in line vs read ahead, and
+how much of each step is data time.
 """
 import argparse
 import json
@@ -29,11 +29,11 @@ sys.path.insert(0, str(REPO))
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 
-import data  # noqa: E402
-import modeling  # noqa: E402
-import packed_stream  # noqa: E402
 from data_collator import compute_input_and_target_lengths  # noqa: E402
-from run_flags import PretrainDataArguments, T5TrainingArguments  # noqa: E402
+from t5kit.config.arguments import T5TrainingArguments  # noqa: E402
+from t5kit.config.pretrain_arguments import PretrainDataArguments  # noqa: E402
+from t5kit.data import corpus, packed_stream  # noqa: E402
+from t5kit.model import building  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
 WORDS_PER_DOCUMENT = 400  # C4's median document is ~400 words
@@ -69,8 +69,8 @@ def training_stream(files, tokenizer, tokens_length, prefetch):
     """The training stream pre_train_t5 builds for these files (32 windows held out for evaluation)."""
     data_args = PretrainDataArguments(train_files=files, streaming=True, max_eval_samples=32)
     training_args = T5TrainingArguments(output_dir=tempfile.gettempdir(), use_cpu=True, report_to="none")
-    raw = data.load_raw_corpus(data_args)
-    train, _ = data.stream_windows(raw["train"], raw["validation"], tokenizer, tokens_length, data_args,
+    raw = corpus.load_raw_corpus(data_args)
+    train, _ = corpus.stream_windows(raw["train"], raw["validation"], tokenizer, tokens_length, data_args,
                                    training_args)
     train.prefetch = prefetch
     return train
@@ -94,7 +94,7 @@ def main(argv=None):
     if not (SHARED_DATA / "t5_spiece").is_dir():
         print(f"skipped: needs the T5 tokenizer and Gutenberg books under {SHARED_DATA} (set T5_SHARED_DATA)")
         return
-    tokenizer = modeling.load_tokenizer(str(SHARED_DATA / "t5_spiece"))
+    tokenizer = building.load_tokenizer(str(SHARED_DATA / "t5_spiece"))
     tokens_length, _ = compute_input_and_target_lengths(args.input_length, 0.15, 3.0)
     with tempfile.TemporaryDirectory() as folder:
         files = write_corpus(folder, copies=3)

@@ -2,7 +2,7 @@
 # Sourced by the multi-node sbatch scripts (after topology.sh, which defines `run`): pre-emption saves, stops and
 # requeues. SLURM sends USR1 to the batch shell 300 s before the time limit (#SBATCH --signal=B:USR1@300). The
 # trap sends USR1 to every process of the job steps; the training processes save a checkpoint at their next step
-# and exit 0 (signals.py); then the job is requeued (#SBATCH --requeue) and the requeued job
+# and exit 0 (t5kit/train/preemption.py); then the job is requeued (#SBATCH --requeue) and the requeued job
 # (SLURM_RESTART_COUNT > 0) resumes with --resume_from_checkpoint auto, i.e. from the newest complete checkpoint.
 # Launchers between srun and the training processes (accelerate/torchrun) must ignore USR1 (`trap '' USR1` before
 # `exec`): an ignored signal stays ignored across exec, and only the training processes install a handler.
@@ -25,7 +25,7 @@ on_preempt() {
 # run_requeueable CMD...: `run CMD` in the background (bash runs a trap only between foreground commands, so a
 # foreground launcher would delay it until the end), then requeue the job if it was pre-empted and saved.
 # A stopped run and a finished one both exit 0; rank 0 writes $T5_PREEMPTED_MARKER only when it stopped for the
-# signal (signals.py), so a run that finished inside the warning window is not requeued.
+# signal (t5kit/train/preemption.py), so a run that finished inside the warning window is not requeued.
 run_requeueable() {
   local launcher status=0
   export T5_PREEMPTED_MARKER="${SLURM_SUBMIT_DIR:-$PWD}/.t5-preempted-${SLURM_JOB_ID:-0}"

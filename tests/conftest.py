@@ -8,7 +8,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# Tests import the flat top-level modules (flags, data, ...) the way the entry scripts do.
+# Tests import the t5kit package and the root modules (constants, data_collator, metrics) as the entry scripts do.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # absl's TestCase helpers (create_tempdir) read absl flags, which pytest never parses: use their defaults.

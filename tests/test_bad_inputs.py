@@ -1,25 +1,16 @@
 """Bad input across configs, data files, flags, launch configs, checkpoints and sweep files: each ends in exactly
 one `error:` line on stderr, exit code 2, and a work folder byte-identical to before. The entry scripts run
-in-process through flags.run_cli, the same path their `__main__` takes."""
+in-process through cli.run_cli, the same path their `__main__` takes."""
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 from absl.testing import absltest, parameterized
 
-import fine_tune_t5
-import flags
-import pre_train_t5
-import sweep
-import train_tokenizer
-from shared_data import require
-from test_fine_tune_t5 import tiny_flags
-from test_pre_train_t5 import snapshot, tiny_run_flags
-
-REPO = Path(__file__).resolve().parents[1]
-ENTRIES = {"pre_train_t5": pre_train_t5.main, "fine_tune_t5": fine_tune_t5.main, "sweep": sweep.main,
-           "train_tokenizer": train_tokenizer.main}
+from t5kit import cli
+from tests.helpers import REPO, entry_main, require, snapshot, tiny_flags, tiny_run_flags
 
 
 def write(path, text):
@@ -36,33 +27,41 @@ def finetune(work, **overrides):
     return tiny_flags(str(work / "out"), **overrides)
 
 
+BERT_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1,
+                          "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 100})
 T5_CONFIG = json.dumps({"model_type": "t5", "is_encoder_decoder": True, "d_model": 32, "d_ff": 64, "d_kv": 8,
                         "num_layers": 1, "num_heads": 2, "vocab_size": 32128})
 
 # name -> (entry, argv builder given the work folder, expected message fragment)
 CASES = {
     # config files
-    "yaml_not_a_mapping": ("pre_train_t5", lambda w: [write(w / "c.yaml", "- a\n- b\n")], "must be a mapping"),
-    "yaml_syntax": ("pre_train_t5", lambda w: [write(w / "c.yaml", "max_steps: [1\n")], "is not valid YAML"),
+    "yaml_not_a_mapping": ("pre_train_t5", lambda w: [write(w / "c.yaml", "- a\n- b\n")],
+                           "c.yaml must be a mapping of flag: value, got a list"),
+    "yaml_syntax": ("pre_train_t5", lambda w: [write(w / "c.yaml", "max_steps: [1\n")],
+                    "c.yaml is not valid YAML: line 2, column 1: expected ',' or ']'"),
     "include_cycle": ("pre_train_t5", lambda w: [write(w / "a.yaml", "_include: [b.yaml]\n"),
                                                 write(w / "b.yaml", "_include: [a.yaml]\n")][:1],
-                      "_include cycle"),
+                      "_include cycle in config files: a.yaml -> b.yaml -> a.yaml"),
     "unknown_yaml_key": ("pre_train_t5", lambda w: [write(w / "c.yaml", "learning_rat: 0.1\n")],
-                         "did you mean 'learning_rate'"),
-    "missing_config": ("fine_tune_t5", lambda w: [str(w / "nope.yaml")], "not found"),
+                         "unknown key 'learning_rat' in {work}/c.yaml; did you mean 'learning_rate'?"),
+    "missing_config": ("fine_tune_t5", lambda w: [str(w / "nope.yaml")], "nope.yaml not found; check the path"),
     # flags
     "unknown_flag": ("pre_train_t5", lambda w: pretrain(w) + ["--noise_densty", "0.2"],
-                     "did you mean '--noise_density'"),
+                     "unknown flag '--noise_densty' in the command line; did you mean '--noise_density'?"),
     "bad_float": ("pre_train_t5", lambda w: pretrain(w, learning_rate="fast"), "invalid float value: 'fast'"),
     "noise_density": ("pre_train_t5", lambda w: pretrain(w, noise_density=1.5), "--noise_density=1.5 must be in"),
-    "mean_span": ("pre_train_t5", lambda w: pretrain(w, mean_noise_span_length=0), "must be >= 1"),
-    "unknown_preset": ("pre_train_t5", lambda w: pretrain(w, model_size="t5-xxxl"), "unknown --model_size"),
+    "mean_span": ("pre_train_t5", lambda w: pretrain(w, mean_noise_span_length=0),
+                  "--mean_noise_span_length=0.0 must be >= 1"),
+    "unknown_preset": ("pre_train_t5", lambda w: pretrain(w, model_size="t5-xxxl"),
+                       "--model_size='t5-xxxl' is not a valid choice; choices: t5-tiny, t5-mini"),
     "fp16_and_bf16": ("pre_train_t5", lambda w: pretrain(w, fp16=True, bf16=True), "both set; pick one"),
     "hub_token": ("fine_tune_t5", lambda w: finetune(w, hub_token="hf_x"), "--hub_token would be recorded"),
-    "unknown_task": ("fine_tune_t5", lambda w: finetune(w, dataset_name="sst"), "did you mean 'sst2'"),
+    "unknown_task": ("fine_tune_t5", lambda w: finetune(w, dataset_name="sst"),
+                     "unknown task 'sst' for --benchmark glue; did you mean 'sst2'?"),
     "param_group_regex": ("pre_train_t5", lambda w: pretrain(w, param_group_lr="nothing_matches=1e-3"),
-                          "matches no"),
-    "nan_policy": ("pre_train_t5", lambda w: pretrain(w, nan_policy="ignore"), "--nan_policy='ignore'; choices"),
+                          "parameter 'shared.weight' matches no item"),
+    "nan_policy": ("pre_train_t5", lambda w: pretrain(w, nan_policy="ignore"),
+                   "--nan_policy='ignore' is not a valid choice; choices: stop, skip"),
     "nan_policy_skip_under_deepspeed": ("pre_train_t5", lambda w: pretrain(
         w, nan_policy="skip", deepspeed=str(REPO / "zero_stage2_config.json")), "--nan_policy skip cannot undo"),
     "report_to": ("pre_train_t5", lambda w: pretrain(w, report_to="wandbb"), "--report_to 'wandbb' is not a tracker"),
@@ -87,8 +86,10 @@ CASES = {
                                                                        max_eval_samples=8),
                                     "--streaming needs --max_steps N"),
     # data files
-    "missing_data_file": ("pre_train_t5", lambda w: pretrain(w, train_files=[str(w / "none.txt")]), "not found"),
-    "empty_data_file": ("pre_train_t5", lambda w: pretrain(w, train_files=[write(w / "e.txt", "")]), "is empty"),
+    "missing_data_file": ("pre_train_t5", lambda w: pretrain(w, train_files=[str(w / "none.txt")]),
+                          "--train_files: file {work}/none.txt not found"),
+    "empty_data_file": ("pre_train_t5", lambda w: pretrain(w, train_files=[write(w / "e.txt", "")]),
+                        "--train_files: file {work}/e.txt is empty"),
     "validation_is_training": ("pre_train_t5", lambda w: pretrain(
         w, validation_files=[str(require("gutenberg/austen-persuasion.txt"))]), "is also a training file"),
     "corpus_too_short": ("pre_train_t5", lambda w: pretrain(w, train_files=[write(w / "s.txt", "Too short.\n")],
@@ -96,7 +97,8 @@ CASES = {
                          "shorter than one window"),
     "finetune_missing_column": ("fine_tune_t5", lambda w: finetune(
         w, data_dir=None, train_file=write(w / "t.jsonl", '{"text": "x", "label": 1}\n'),
-        validation_file=write(w / "v.jsonl", '{"text": "y", "label": 0}\n')), "sentence"),
+        validation_file=write(w / "v.jsonl", '{"text": "y", "label": 0}\n')),
+        "t.jsonl lacks column(s) sentence1, sentence2 of task glue/rte"),
     # launch configs
     "deepspeed_not_json": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "{stage")),
                            "is not valid JSON"),
@@ -123,18 +125,35 @@ CASES = {
         "notes.txt is a file; pass a folder path"),
     # checkpoints
     "resume_missing_checkpoint": ("pre_train_t5", lambda w: pretrain(w, resume_from_checkpoint=str(w / "ckpt")),
-                                  "checkpoint"),
+                                  "ckpt is not a checkpoint folder; pass 'auto'"),
     # tokenizer
     "tokenizer_vocab": ("train_tokenizer", lambda w: ["--train_files", write(w / "t.txt", "text\n"),
                                                       "--output_dir", str(w / "tok"), "--vocab_size", "3"],
-                        "vocab_size"),
+                        "--vocab_size 3 is too small; use at least 97"),
     # sweep files
     "sweep_unknown_method": ("sweep", lambda w: [write(w / "s.yaml", "program: pre_train_t5.py\nmethod: genetic\n"
                                                    "metric: {name: eval/loss, goal: minimize}\n"
-                                                   "parameters: {learning_rate: {values: [0.1]}}\n")], "genetic"),
+                                                   "parameters: {learning_rate: {values: [0.1]}}\n")],
+                             "unknown method 'genetic'; choices: grid, random, bayes"),
     "sweep_min_above_max": ("sweep", lambda w: [write(w / "s.yaml", "program: pre_train_t5.py\nmethod: random\n"
                                                   "metric: {name: eval/loss, goal: minimize}\nparameters:\n"
-                                                  "  learning_rate: {min: 0.1, max: 0.01}\n")], "min"),
+                                                  "  learning_rate: {min: 0.1, max: 0.01}\n")],
+                            "parameter 'learning_rate': min 0.1 > max 0.01"),
+    # bad input found while running (before anything is written)
+    "latin1_corpus": ("pre_train_t5", lambda w: pretrain(w, train_files=[
+        str(require("gutenberg/austen-persuasion.txt")), str(require("gutenberg/chesterton-ball.txt"))]),
+        "chesterton-ball.txt: not utf-8 text (byte"),
+    "model_of_another_architecture": ("fine_tune_t5", lambda w: finetune(
+        w, model_size=None, tokenizer_name_or_path=None,
+        model_name_or_path=str(Path(write(w / "bert/config.json", BERT_CONFIG)).parent)),
+        "is a bert model (not an encoder-decoder), not a T5 model"),
+    "eval_strategy_no_with_best_model": ("fine_tune_t5", lambda w: finetune(w, eval_strategy="no"),
+                                         "requires the save and eval strategy to match, except when "
+                                         "--save_strategy=\"best\", but found - Evaluation strategy: "
+                                         "IntervalStrategy.NO - Save strategy: SaveStrategy.STEPS"),
+    "unset_variable_in_output_dir": ("pre_train_t5", lambda w: tiny_run_flags(
+        str(w / "runs" / "${T5_TEST_UNSET_RUN_ID}"), str(require("gutenberg/austen-persuasion.txt"))),
+        "names $T5_TEST_UNSET_RUN_ID, which is not set in the environment"),
 }
 
 
@@ -147,12 +166,24 @@ class BadInputTest(parameterized.TestCase):
         before = snapshot(work)
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit_info:
-            flags.run_cli(lambda: ENTRIES[entry](argv))
+            cli.run_cli(lambda: entry_main(entry)(argv))
         self.assertEqual(exit_info.exception.code, 2)
         error_lines = [line for line in stderr.getvalue().splitlines() if line.startswith("error:")]
         self.assertLen(error_lines, 1, stderr.getvalue())
-        self.assertIn(message, error_lines[0])
+        self.assertIn(message.format(work=work), error_lines[0])
         self.assertEqual(snapshot(work), before)
+
+
+class CatalogueTest(absltest.TestCase):
+    """docs/errors.md lists exactly these cases, each with the fragment its test matches."""
+
+    def test_the_errors_page_lists_every_case_with_its_message(self):
+        rows = {match.group(1): match.group(0) for match in
+                re.finditer(r"^\| `(\w+)` \|.*\|$", (REPO / "docs" / "errors.md").read_text(), flags=re.M)}
+        self.assertEqual(sorted(rows), sorted(CASES))
+        for name, (entry, _, fragment) in CASES.items():
+            self.assertIn(f"| {entry}.py |", rows[name])
+            self.assertIn(f"`{fragment.format(work='<work>')}`", rows[name], name)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
-"""checkpointing.py, checkpoint_manifest.py, nonfinite_guard.py, signals.py: broken checkpoints are skipped or
+"""train/checkpointing.py, checkpoint_manifest.py, nonfinite_guard.py, preemption.py: broken checkpoints are skipped or
 refused, rotation keeps the best and the resumed-from checkpoint, NaN losses stop or are skipped, SIGTERM/SIGUSR1
 save and exit cleanly."""
-import functools
 import json
 import logging
 import math
@@ -10,38 +9,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import types
 from pathlib import Path
-from unittest import mock
 
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
-from transformers import T5ForConditionalGeneration
 
-import checkpoint_manifest
-import checkpointing
-import nonfinite_guard
-import pre_train_t5
-from flags import UsageError
-from test_pre_train_t5 import TinyRunTestCase, snapshot, tiny_run_flags
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-class OneThreadTestCase(TinyRunTestCase):
-    """In-process tiny runs: one torch thread, as two threads on a shared 2-core machine run ~10x slower."""
-
-    def setUp(self):
-        super().setUp()
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        self.addCleanup(torch.set_num_threads, threads)
-
-    def run_flags(self, out, **overrides):
-        return tiny_run_flags(str(out), self.corpus, **{"max_steps": 4, "save_strategy": "steps", "save_steps": 2,
-                                                        **overrides})
+from t5kit.errors import UsageError
+from t5kit.train import checkpoint_manifest, checkpointing, nonfinite_guard
+from tests.helpers import REPO, OneThreadTestCase, inf_gradient_at, nan_loss_at, pre_train, snapshot, tiny_run_flags
 
 
 class BrokenCheckpointTest(OneThreadTestCase):
@@ -54,7 +31,7 @@ class BrokenCheckpointTest(OneThreadTestCase):
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:  # one real run with checkpoint-2 and checkpoint-4, copied by each test
-            pre_train_t5.main(tiny_run_flags(str(cls.template), cls.corpus, max_steps=4, save_strategy="steps",
+            pre_train(tiny_run_flags(str(cls.template), cls.corpus, max_steps=4, save_strategy="steps",
                                              save_steps=2))
         finally:
             torch.set_num_threads(threads)
@@ -90,7 +67,7 @@ class BrokenCheckpointTest(OneThreadTestCase):
         damage_file(self.out / "checkpoint-4" / "model.safetensors", "flip")
         before = snapshot(self.out)
         with self.assertRaisesRegex(UsageError, "checkpoint-4 is not a complete checkpoint: model.safetensors"):
-            pre_train_t5.main(self.run_flags(self.out, resume_from_checkpoint=str(self.out / "checkpoint-4")))
+            pre_train(self.run_flags(self.out, resume_from_checkpoint=str(self.out / "checkpoint-4")))
         self.assertEqual(snapshot(self.out), before)
 
     def test_rotation_keeps_the_new_best_and_resumed_from_checkpoints(self):
@@ -102,35 +79,6 @@ class BrokenCheckpointTest(OneThreadTestCase):
         checkpointing.SafeCheckpointMixin.rotate(trainer, self.dir, self.dir / "checkpoint-10")
         self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(self.dir)],
                          ["checkpoint-4", "checkpoint-6", "checkpoint-10"])
-
-
-def fault_at(call, fault):
-    """Patches T5's forward so that `fault(output)` hits the `call`-th training forward (test-only fault)."""
-    original = T5ForConditionalGeneration.forward
-    calls = []
-
-    @functools.wraps(original)  # the Trainer reads forward's signature to pick dataset columns
-    def forward(model, *args, **kwargs):
-        output = original(model, *args, **kwargs)
-        if model.training:
-            calls.append(None)
-            if len(calls) == call:
-                fault(output)
-        return output
-    return mock.patch.object(T5ForConditionalGeneration, "forward", forward)
-
-
-def nan_loss_at(call):
-    def make_nan(output):
-        output.loss = output.loss * float("nan")
-    return fault_at(call, make_nan)
-
-
-def inf_gradient_at(call):
-    """The loss stays finite; backward multiplies its gradient by inf (an overflow inside backward)."""
-    def overflow_in_backward(output):
-        output.loss.register_hook(lambda grad: grad * float("inf"))
-    return fault_at(call, overflow_in_backward)
 
 
 FAULTS = (  # (name, fault, what the stop message calls it)
@@ -157,7 +105,7 @@ class NonFiniteLossTest(OneThreadTestCase):
                 nonfinite_guard.NonFiniteLossError,
                 rf"non-finite {what} at step 3; training stopped {stopped}, the last good checkpoint is "
                 rf"{out / 'checkpoint-2'}"):
-            pre_train_t5.main(self.run_flags(out, max_steps=6, optim=optim))
+            pre_train(self.run_flags(out, max_steps=6, optim=optim))
         self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], ["checkpoint-2"])
         self.assertIsNone(checkpoint_manifest.find_problem(out / "checkpoint-2"))
         self.assertFalse((out / "model.safetensors").exists())
@@ -174,7 +122,7 @@ class NonFiniteLossTest(OneThreadTestCase):
         with nan_loss_at(step), self.assertRaisesRegex(
                 nonfinite_guard.NonFiniteLossError,
                 rf"non-finite loss \(nan\) at step {step}; training stopped {stopped}, {resume}\."):
-            pre_train_t5.main(self.run_flags(out, optim=optim, **flags))
+            pre_train(self.run_flags(out, optim=optim, **flags))
         self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], [last] if last else [])
         self.assertFalse((out / "model.safetensors").exists())
 
@@ -182,7 +130,7 @@ class NonFiniteLossTest(OneThreadTestCase):
     def test_skip_leaves_the_weights_untouched_and_counts_the_skip(self, fault_at_call, _, optim, __):
         out = self.dir / "run"
         with fault_at_call(3):
-            pre_train_t5.main(self.run_flags(out, save_steps=1, nan_policy="skip", optim=optim))
+            pre_train(self.run_flags(out, save_steps=1, nan_policy="skip", optim=optim))
         step2, step3, step4 = (load_file(out / f"checkpoint-{n}" / "model.safetensors") for n in (2, 3, 4))
         for name, tensor in step2.items():
             self.assertTrue(step3[name].equal(tensor), f"{name} changed in the skipped step")
@@ -198,14 +146,14 @@ class NonFiniteLossTest(OneThreadTestCase):
         """Step 3's second micro-batch is NaN: its log line shows the first micro-batch's loss, not nan."""
         out = self.dir / "run"
         with nan_loss_at(6):
-            pre_train_t5.main(self.run_flags(out, nan_policy="skip", gradient_accumulation_steps=2))
+            pre_train(self.run_flags(out, nan_policy="skip", gradient_accumulation_steps=2))
         logs = load_log_history(out)
         self.assertEqual([entry["skipped_nonfinite_steps"] for entry in logs], [0, 0, 1, 1])
         self.assertTrue(all(math.isfinite(entry["loss"]) for entry in logs), logs)
 
     def test_an_unknown_policy_is_refused(self):
-        with self.assertRaisesRegex(UsageError, "--nan_policy='ignore'; choices: stop, skip"):
-            pre_train_t5.main(self.run_flags(self.dir / "run", nan_policy="ignore"))
+        with self.assertRaisesRegex(UsageError, "--nan_policy='ignore' is not a valid choice; choices: stop, skip"):
+            pre_train(self.run_flags(self.dir / "run", nan_policy="ignore"))
 
 
 def optimizer_state_tensors(checkpoint):
@@ -300,9 +248,12 @@ class PreemptionSignalTest(OneThreadTestCase):
         self.assertTrue((out / "model.safetensors").is_file())  # finished
         self.assertEqual(requeues.read_text(), "requeue 4242\n")  # and not requeued again
 
-        finishing = batch_job("sleep", "3")
-        threading.Timer(1.0, finishing.send_signal, (signal.SIGUSR1,)).start()
-        log = finishing.communicate(timeout=60)[0]
+        # The command says when it runs (the trap is installed by then): signalled then, not after a guessed delay.
+        finishing = batch_job("bash", "-c", "echo command started; sleep 3")
+        started = finishing.stdout.readline()
+        self.assertEqual(started.strip(), "command started")
+        finishing.send_signal(signal.SIGUSR1)
+        log = started + finishing.communicate(timeout=60)[0]
         self.assertEqual(finishing.returncode, 0, log)
         self.assertIn("finished before the pre-emption signal stopped it: not requeueing", log)
         self.assertEqual(requeues.read_text(), "requeue 4242\n")

@@ -7,12 +7,17 @@ from absl.testing import absltest, parameterized
 
 import constants
 from constants import DATASET_VALS, NO_LABEL
-from flags import UsageError
-from shared_data import require
-from task_format import (
-    build_task_vals, convert_file_row, format_input, format_stsb_target, format_target, get_task_vals,
+from t5kit.data.task_format import (
+    build_task_vals,
+    convert_file_row,
+    format_input,
+    format_stsb_target,
+    format_target,
+    get_task_vals,
     validate_task_vals,
 )
+from t5kit.errors import UsageError
+from tests.helpers import require
 
 ALL_TASKS = [(benchmark, task) for benchmark, tasks in DATASET_VALS.items() for task in tasks]
 

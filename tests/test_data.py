@@ -1,4 +1,4 @@
-"""data.py: loading local corpora, cached tokenisation, packing into exact windows (map-style and streamed)."""
+"""corpus.py: loading local corpora, cached tokenisation, packing into exact windows (map-style and streamed)."""
 import json
 import os
 from pathlib import Path
@@ -9,17 +9,13 @@ import pandas as pd
 from absl.testing import absltest, parameterized
 from transformers import T5TokenizerFast
 
-import data
-from flags import UsageError
-from run_flags import PretrainDataArguments, T5TrainingArguments
-from shared_data import require
+from t5kit.config.arguments import T5TrainingArguments
+from t5kit.config.pretrain_arguments import PretrainDataArguments
+from t5kit.data import corpus
+from t5kit.errors import UsageError
+from tests.helpers import read_paragraphs, require
 
 WINDOW = 61  # a prime, so windows straddle document boundaries at varying offsets
-
-
-def read_paragraphs(path, limit):
-    text = Path(path).read_text(encoding="utf-8")
-    return [p.strip() for p in text.split("\n\n") if p.strip()][:limit]
 
 
 class DataTest(parameterized.TestCase):
@@ -45,7 +41,7 @@ class DataTest(parameterized.TestCase):
 
     def test_packing_keeps_every_token_but_the_final_remainder(self):
         docs = datasets.Dataset.from_dict({"input_ids": self.tokenized_ids(self.paragraphs)})
-        windows = data.pack_windows(docs, WINDOW)
+        windows = corpus.pack_windows(docs, WINDOW)
         stream = np.concatenate([np.asarray(ids) for ids in docs["input_ids"]])
         self.assertEqual(len(windows), len(stream) // WINDOW)
         packed = np.asarray(windows["input_ids"])  # (num_windows, WINDOW)
@@ -59,25 +55,25 @@ class DataTest(parameterized.TestCase):
     def test_corpus_shorter_than_one_window_is_refused(self):
         docs = datasets.Dataset.from_dict({"input_ids": [[5, 6, 1]]})
         with self.assertRaisesRegex(UsageError, "corpus has 3 tokens, shorter than one window of 568"):
-            data.pack_windows(docs, 568)
+            corpus.pack_windows(docs, 568)
 
     def test_tokenisation_is_cached_between_runs(self):
         path = self.write_text(self.paragraphs)
         args = PretrainDataArguments(train_files=[path])
         cache = str(self.dir / "cache")
-        first = data.tokenize_documents(data.load_raw_corpus(args, cache)["train"], self.tokenizer, "text")
+        first = corpus.tokenize_documents(corpus.load_raw_corpus(args, cache)["train"], self.tokenizer, "text")
         cache_file = first.cache_files[0]["filename"]
         mtime = os.stat(cache_file).st_mtime_ns
         # A fresh tokenizer object, as in a second process: same fingerprint, so the cache is reused.
         fresh = T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
-        second = data.tokenize_documents(data.load_raw_corpus(args, cache)["train"], fresh, "text")
+        second = corpus.tokenize_documents(corpus.load_raw_corpus(args, cache)["train"], fresh, "text")
         self.assertEqual(second.cache_files[0]["filename"], cache_file)
         self.assertEqual(os.stat(cache_file).st_mtime_ns, mtime)
         self.assertEqual(second["input_ids"], first["input_ids"])
 
     def test_blank_documents_are_skipped_and_eos_ends_each(self):
         docs = datasets.Dataset.from_dict({"text": ["Anne Elliot.", "   ", "", "Captain Wentworth."]})
-        tokenized = data.tokenize_documents(docs, self.tokenizer, "text")
+        tokenized = corpus.tokenize_documents(docs, self.tokenizer, "text")
         self.assertEqual(len(tokenized), 2)
         self.assertTrue(all(ids[-1] == self.tokenizer.eos_token_id for ids in tokenized["input_ids"]))
 
@@ -93,14 +89,14 @@ class DataTest(parameterized.TestCase):
         else:
             frame.to_csv(path, index=False, sep="\t" if suffix == ".tsv" else ",")
         args = PretrainDataArguments(train_files=[str(path)], text_column="body")
-        raw = data.load_raw_corpus(args, str(self.dir / "cache"))["train"]
-        tokenized = data.tokenize_documents(raw, self.tokenizer, "body")
+        raw = corpus.load_raw_corpus(args, str(self.dir / "cache"))["train"]
+        tokenized = corpus.tokenize_documents(raw, self.tokenizer, "body")
         self.assertEqual(tokenized["input_ids"], self.tokenized_ids(paragraphs))
 
     @parameterized.named_parameters(("paragraph", "paragraph", 3), ("line", "line", 5), ("document", "document", 1))
     def test_sample_by_splits_text_files(self, sample_by, expected_documents):
         path = self.write_text(["one line\ntwo line", "three", "four\nfive"])
-        raw = data.load_raw_corpus(PretrainDataArguments(train_files=[path], sample_by=sample_by),
+        raw = corpus.load_raw_corpus(PretrainDataArguments(train_files=[path], sample_by=sample_by),
                                    str(self.dir / "cache"))["train"]
         self.assertLen([t for t in raw["text"] if t.strip()], expected_documents)
 
@@ -110,7 +106,7 @@ class DataTest(parameterized.TestCase):
         args = PretrainDataArguments(train_files=[str(path)])
         with self.assertRaisesRegex(UsageError, "--text_column 'text' is not a column of --train_files "
                                                 ".*c.jsonl; columns: body"):
-            data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
 
     @parameterized.named_parameters(("jsonl", ".jsonl", False), ("parquet", ".parquet", False),
                                     ("jsonl_streamed", ".jsonl", True))
@@ -123,7 +119,7 @@ class DataTest(parameterized.TestCase):
         else:
             val_path.write_text("".join(json.dumps(row) + "\n" for row in frame.to_dict("records")))
         args = PretrainDataArguments(train_files=[train_path], validation_files=[str(val_path)], streaming=streaming)
-        raw = data.load_raw_corpus(args, str(self.dir / "cache"))
+        raw = corpus.load_raw_corpus(args, str(self.dir / "cache"))
         self.assertEqual([row["text"].strip() for row in raw["train"]], ["Anne Elliot.", "Captain Wentworth."])
         self.assertEqual([row["text"] for row in raw["validation"]], ["Lady Russell.", "Sir Walter.", "Mary."])
 
@@ -131,7 +127,7 @@ class DataTest(parameterized.TestCase):
         ("broken_json_line", "c.jsonl", '{"text": "a"}\n{"text": \n', "cannot be read .JSON parse error"),
         ("unterminated_csv_quote", "c.csv", 'text\n"never closed\nmore\n', "cannot be read .*EOF inside string"),
         ("not_parquet", "c.parquet", "plain text\n", "cannot be read .*[Pp]arquet"),
-        ("binary_txt", "c.txt", bytes(range(256)) * 4, "cannot be read .*'utf-8' codec"),
+        ("binary_txt", "c.txt", bytes(range(256)) * 4, "c.txt: not utf-8 text .byte 128.; pass --encoding"),
         ("header_only_csv", "c.csv", "text\n", "holds no documents"),
         ("blank_lines_txt", "c.txt", "\n\n\n\n", "holds no documents"),
         ("number_text", "c.jsonl", '{"text": 5}\n', "--text_column 'text' of --train_files .* holds int64"),
@@ -143,10 +139,28 @@ class DataTest(parameterized.TestCase):
             with self.subTest(streaming=streaming):
                 args = PretrainDataArguments(train_files=[str(path)], streaming=streaming, max_eval_samples=1)
                 with self.assertRaisesRegex(UsageError, message) as caught:
-                    data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
+                    corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
                                                     str(self.dir / f"cache{streaming}"))
                 self.assertIn(f"--train_files {path}", str(caught.exception))
                 self.assertNotIn("\n", str(caught.exception))
+
+    @parameterized.named_parameters(("map_style", False), ("streaming", True))
+    def test_encoding_reads_latin1_and_names_the_exact_file_that_is_not_utf8(self, streaming):
+        good = [self.write_text(self.paragraphs[i::3], f"book{i}.txt") for i in range(3)]
+        latin1 = self.dir / "gutenberg_latin1.txt"
+        latin1.write_bytes("\n\n".join(["Caf\u00e9 au lait, na\u00efve \u00e9t\u00e9."] * 40 + self.paragraphs[:50])
+                          .encode("latin-1"))
+        files = [*good, str(latin1)]  # the bad one is fourth: a message naming "the first three" would miss it
+        args = PretrainDataArguments(train_files=files, streaming=streaming, max_eval_samples=2)
+        with self.assertRaisesRegex(UsageError, f"^--train_files {latin1}: not utf-8 text .byte 3.; pass --encoding"):
+            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
+                                              str(self.dir / f"cache{streaming}"))
+        args = PretrainDataArguments(train_files=[str(latin1)], encoding="latin-1", streaming=streaming,
+                                     max_eval_samples=2)
+        train, _ = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
+                                                   str(self.dir / f"latin{streaming}"))
+        text = " ".join(self.tokenizer.decode(row["input_ids"]) for row, _ in zip(train, range(200)))
+        self.assertIn("Café au lait", text)
 
     def test_whitespace_only_text_file_is_refused_naming_it(self):
         path = self.write_text([" "], "blank.txt")  # one whitespace-only paragraph
@@ -156,7 +170,7 @@ class DataTest(parameterized.TestCase):
             with self.subTest(streaming=streaming):
                 args = PretrainDataArguments(train_files=[path], streaming=streaming, max_eval_samples=1)
                 with self.assertRaisesRegex(UsageError, message):
-                    data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
+                    corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
                                                     str(self.dir / f"cache{streaming}"))
 
     def test_unreadable_validation_file_is_named(self):
@@ -165,27 +179,27 @@ class DataTest(parameterized.TestCase):
         val_path.write_text('{"text": \n')
         args = PretrainDataArguments(train_files=[train_path], validation_files=[str(val_path)])
         with self.assertRaisesRegex(UsageError, "--validation_files .*val.jsonl: cannot be read"):
-            data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
 
     def test_null_documents_are_dropped_like_blank_ones(self):
         docs = datasets.Dataset.from_dict({"text": [None, "", "  "]})
-        self.assertEmpty(data.tokenize_documents(docs, self.tokenizer, "text"))
+        self.assertEmpty(corpus.tokenize_documents(docs, self.tokenizer, "text"))
         path = self.dir / "c.jsonl"
         path.write_text('{"text": null}\n{"text": ""}\n')
         args = PretrainDataArguments(train_files=[str(path)])
         with self.assertRaisesRegex(UsageError, "--train_files .*c.jsonl: corpus has 0 tokens"):
-            data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
 
     def test_validation_split_of_a_single_document_is_refused(self):
         single = datasets.Dataset.from_dict({"text": ["Only one document."]})
         with self.assertRaisesRegex(UsageError, "--validation_split_percentage=5 of the 1 document.s. of"):
-            data.split_off_validation(single, 5, seed=7)
+            corpus.split_off_validation(single, 5, seed=7)
 
     def test_validation_split_holds_out_whole_documents(self):
         path = self.write_text(self.paragraphs)
         args = PretrainDataArguments(train_files=[path], validation_split_percentage=10)
-        raw = data.load_raw_corpus(args, str(self.dir / "cache"))["train"]
-        train, validation = data.split_off_validation(raw, 10, seed=7)
+        raw = corpus.load_raw_corpus(args, str(self.dir / "cache"))["train"]
+        train, validation = corpus.split_off_validation(raw, 10, seed=7)
         self.assertEqual(len(train) + len(validation), len(raw))
         self.assertEqual(len(validation), round(len(raw) * 0.1))
         self.assertEmpty(set(train["text"]) & set(validation["text"]) - {""})
@@ -194,7 +208,7 @@ class DataTest(parameterized.TestCase):
         train_path = self.write_text(self.paragraphs[:300], "train.txt")
         val_path = self.write_text(self.paragraphs[300:], "val.txt")
         args = PretrainDataArguments(train_files=[train_path], validation_files=[val_path], max_eval_samples=5)
-        train, validation = data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
+        train, validation = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
                                                             str(self.dir / "cache"))
         self.assertLen(validation, 5)
         self.assertGreater(len(train), 100)
@@ -203,21 +217,21 @@ class DataTest(parameterized.TestCase):
     def test_streaming_without_validation_split_holds_out_first_windows(self):
         path = self.write_text(self.paragraphs)
         args = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=3)
-        train, validation = data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
+        train, validation = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
         held_out = np.asarray(validation["input_ids"])
         first_train = next(iter(train))["input_ids"]
         self.assertEqual(held_out.shape, (3, WINDOW))
         self.assertNotIn(list(first_train), [list(w) for w in held_out])
         streaming_without_limit = PretrainDataArguments(train_files=[path], streaming=True)
         with self.assertRaisesRegex(UsageError, "--streaming without a validation split needs --max_eval_samples"):
-            data.build_pretraining_datasets(streaming_without_limit, self.tokenizer, WINDOW, self.training_args)
+            corpus.build_pretraining_datasets(streaming_without_limit, self.tokenizer, WINDOW, self.training_args)
 
     def test_streaming_with_validation_files_streams_both(self):
         train_path = self.write_text(self.paragraphs[:300], "train.txt")
         val_path = self.write_text(self.paragraphs[300:], "val.txt")
         args = PretrainDataArguments(train_files=[train_path], validation_files=[val_path], streaming=True,
                                      max_eval_samples=5)
-        train, validation = data.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
+        train, validation = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
         evaluation = list(validation)
         self.assertEqual([sorted(w) for w in evaluation], [["input_ids"]] * 5)  # no ids: never resumed
         val_ids = np.concatenate([np.asarray(ids) for ids in self.tokenized_ids(self.paragraphs[300:])])
@@ -231,11 +245,11 @@ class DataTest(parameterized.TestCase):
         path = self.write_text(self.paragraphs[:20])
         too_many = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=10_000)
         with self.assertRaisesRegex(UsageError, r"--max_eval_samples 10000: the stream has only \d+ windows"):
-            data.build_pretraining_datasets(too_many, self.tokenizer, WINDOW, self.training_args)
+            corpus.build_pretraining_datasets(too_many, self.tokenizer, WINDOW, self.training_args)
         workers = T5TrainingArguments(output_dir=str(self.dir / "out"), use_cpu=True, dataloader_num_workers=2)
         args = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=2)
         with self.assertRaisesRegex(UsageError, "--streaming needs --dataloader_num_workers 0"):
-            data.build_pretraining_datasets(args, self.tokenizer, WINDOW, workers)
+            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, workers)
 
 
 class DataFlagsTest(parameterized.TestCase):
@@ -254,11 +268,13 @@ class DataFlagsTest(parameterized.TestCase):
         ("missing_file", {"train_files": ["nope.txt"]}, "--train_files: file nope.txt not found"),
         ("empty_file", {"train_files": ["empty.txt"]}, "--train_files: file .*empty.txt is empty"),
         ("unsupported_type", {"train_files": ["d.docx"]}, "unsupported file type '.docx'"),
-        ("mixed_types", {"train_files": ["a.txt", "c.jsonl"]}, "mix types"),
+        ("mixed_types", {"train_files": ["a.txt", "c.jsonl"]}, "mix types; give files of one type per flag"),
         ("validation_is_training", {"train_files": ["a.txt"], "validation_files": ["a.txt"]},
          "--validation_files .*a.txt is also a training file"),
-        ("two_sources", {"train_files": ["a.txt"], "dataset_name": "allenai/c4"}, "both set"),
-        ("bad_sample_by", {"train_files": ["a.txt"], "sample_by": "sentence"}, "--sample_by='sentence'; choices"),
+        ("two_sources", {"train_files": ["a.txt"], "dataset_name": "allenai/c4"},
+         "--dataset_name and --train_files both set; pass one source"),
+        ("bad_sample_by", {"train_files": ["a.txt"], "sample_by": "sentence"},
+         "--sample_by='sentence' is not a valid choice; choices: paragraph, line, document"),
         ("no_train_samples", {"train_files": ["a.txt"], "max_train_samples": 0}, "--max_train_samples=0 must be >= 1"),
         ("negative_train_samples", {"train_files": ["a.txt"], "max_train_samples": -3},
          "--max_train_samples=-3 must be >= 1"),

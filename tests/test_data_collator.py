@@ -11,8 +11,8 @@ from tokenizers import Tokenizer, models
 
 import data_collator
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths, count_noise
-from flags import UsageError
-from shared_data import require
+from t5kit.errors import UsageError
+from tests.helpers import in_memory_t5_tokenizer, random_word_ids, require
 
 # (input_length, noise_density, mean_noise_span_length): T5's default, shorter windows, denser/shorter spans.
 COMBOS = (
@@ -25,28 +25,41 @@ COMBOS = (
 
 
 @functools.lru_cache(maxsize=None)
-def t5_tokenizer():
+def real_tokenizer():
     return transformers.T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
 
 
 @functools.lru_cache(maxsize=None)
 def wiki_ids():
-    """Real token ids: the start of wikitext-2 test, tokenized line by line and concatenated, as data.py packs."""
+    """Real token ids: the start of wikitext-2 test, tokenized line by line and concatenated, as data/corpus.py
+    packs."""
     lines = require("wikitext-2-raw/wiki.test.raw").read_text(encoding="utf-8")[:80_000].splitlines()
-    return np.concatenate([np.asarray(ids) for ids in t5_tokenizer()(lines)["input_ids"] if ids])
+    return np.concatenate([np.asarray(ids) for ids in real_tokenizer()(lines)["input_ids"] if ids])
 
 
-def windows(tokens_length, count):
-    """`count` real windows of `tokens_length` ids (wrapping round the sample when it runs out)."""
-    ids = np.resize(wiki_ids(), count * tokens_length)
+# The spec runs twice: on the real T5 tokenizer and real text (../shared/data), and on a T5-layout tokenizer built
+# in memory with Zipf-distributed word ids, so that it never depends on the data being there.
+SOURCES = {"real": (real_tokenizer, wiki_ids),
+           "in_memory": (in_memory_t5_tokenizer, lambda: random_word_ids(200_000))}
+
+
+def tokenizer_of(source):
+    return SOURCES[source][0]()
+
+
+def windows(tokens_length, count, source="in_memory"):
+    """`count` windows of `tokens_length` ids (wrapping round the sample when it runs out)."""
+    ids = np.resize(SOURCES[source][1](), count * tokens_length)
     return [{"input_ids": row} for row in ids.reshape(count, tokens_length)]
 
 
-def make_collator(input_length=512, noise_density=0.15, mean_noise_span_length=3.0, tokenizer=None, **kwargs):
+def make_collator(input_length=512, noise_density=0.15, mean_noise_span_length=3.0, tokenizer=None,
+                  source="in_memory", **kwargs):
     _, target_length = compute_input_and_target_lengths(input_length, noise_density, mean_noise_span_length)
     return DataCollatorForT5SpanCorruption(
-        tokenizer or t5_tokenizer(), noise_density=noise_density, mean_noise_span_length=mean_noise_span_length,
-        input_length=input_length, target_length=target_length, **kwargs)
+        tokenizer or tokenizer_of(source), noise_density=noise_density,
+        mean_noise_span_length=mean_noise_span_length, input_length=input_length, target_length=target_length,
+        **kwargs)
 
 
 def word_level_tokenizer(num_sentinels):
@@ -108,12 +121,14 @@ class LengthMathTest(parameterized.TestCase):
 
 
 class SpanCorruptionTest(parameterized.TestCase):
+    SOURCE = "real"  # InMemorySpanCorruptionTest runs the same spec on the in-memory tokenizer
+
 
     @parameterized.named_parameters(*COMBOS)
     def test_exact_shapes(self, input_length, density, span):
-        collator = make_collator(input_length, density, span, seed=0)
+        collator = make_collator(input_length, density, span, seed=0, source=self.SOURCE)
         tokens_length, target_length = compute_input_and_target_lengths(input_length, density, span)
-        batch = collator(windows(tokens_length, 3))
+        batch = collator(windows(tokens_length, 3, self.SOURCE))
         self.assertEqual(tuple(batch["input_ids"].shape), (3, input_length))
         self.assertEqual(tuple(batch["labels"].shape), (3, target_length))
         self.assertEqual(tuple(batch["decoder_input_ids"].shape), (3, target_length))
@@ -122,8 +137,8 @@ class SpanCorruptionTest(parameterized.TestCase):
     @parameterized.named_parameters(*COMBOS)
     def test_round_trip_restores_window(self, input_length, density, span):
         """Each input sentinel replaced by the labels' span after the same sentinel gives back the window."""
-        collator = make_collator(input_length, density, span, seed=1, return_tensors="np")
-        features = windows(collator.tokens_length, 8)
+        collator = make_collator(input_length, density, span, seed=1, return_tensors="np", source=self.SOURCE)
+        features = windows(collator.tokens_length, 8, self.SOURCE)
         batch = collator(features)
         sentinels = collator.sentinel_ids
         for feature, inputs, labels in zip(features, batch["input_ids"], batch["labels"]):
@@ -133,19 +148,19 @@ class SpanCorruptionTest(parameterized.TestCase):
 
     @parameterized.named_parameters(*COMBOS)
     def test_sentinels_in_order_and_eos_last(self, input_length, density, span):
-        collator = make_collator(input_length, density, span, seed=2, return_tensors="np")
-        batch = collator(windows(collator.tokens_length, 4))
+        collator = make_collator(input_length, density, span, seed=2, return_tensors="np", source=self.SOURCE)
+        batch = collator(windows(collator.tokens_length, 4, self.SOURCE))
         _, num_spans = count_noise(collator.tokens_length, density, span)
-        expected = [t5_tokenizer().convert_tokens_to_ids(f"<extra_id_{i}>") for i in range(num_spans)]
+        expected = [tokenizer_of(self.SOURCE).convert_tokens_to_ids(f"<extra_id_{i}>") for i in range(num_spans)]
         for key in ("input_ids", "labels"):
             for row in batch[key]:
                 self.assertEqual(row[np.isin(row, expected)].tolist(), expected)
-                self.assertEqual(row[-1], t5_tokenizer().eos_token_id)
+                self.assertEqual(row[-1], tokenizer_of(self.SOURCE).eos_token_id)
         # The first span is always kept, so every target starts with <extra_id_0>.
         self.assertTrue((batch["labels"][:, 0] == expected[0]).all())
 
     def test_real_sentinel_ids_decrease(self):
-        np.testing.assert_array_equal(make_collator().sentinel_ids[:3], [32099, 32098, 32097])
+        np.testing.assert_array_equal(make_collator(source=self.SOURCE).sentinel_ids[:3], [32099, 32098, 32097])
 
     @parameterized.named_parameters(*COMBOS)
     def test_exact_noise_and_span_counts(self, input_length, density, span):
@@ -206,42 +221,49 @@ class SpanCorruptionTest(parameterized.TestCase):
     def test_masks_do_not_depend_on_how_the_batch_is_split(self):
         """One batch of 4 gets the masks of two batches of 2 from the same generator, so gradient accumulation
         and the per-device batch size leave the training data unchanged."""
-        rows = windows(568, 4)
-        whole = make_collator(seed=11, return_tensors="np")(rows)
-        halves = make_collator(seed=11, return_tensors="np")
+        rows = windows(568, 4, self.SOURCE)
+        whole = make_collator(seed=11, return_tensors="np", source=self.SOURCE)(rows)
+        halves = make_collator(seed=11, return_tensors="np", source=self.SOURCE)
         first, second = halves(rows[:2]), halves(rows[2:])
         for key in ("input_ids", "labels"):
             np.testing.assert_array_equal(whole[key], np.concatenate([first[key], second[key]]))
 
     def test_decoder_input_ids_are_labels_shifted_right(self):
-        batch = make_collator(seed=7, return_tensors="np")(windows(568, 2))
-        np.testing.assert_array_equal(batch["decoder_input_ids"][:, 0], t5_tokenizer().pad_token_id)
+        batch = make_collator(seed=7, return_tensors="np", source=self.SOURCE)(windows(568, 2, self.SOURCE))
+        np.testing.assert_array_equal(batch["decoder_input_ids"][:, 0], tokenizer_of(self.SOURCE).pad_token_id)
         np.testing.assert_array_equal(batch["decoder_input_ids"][:, 1:], batch["labels"][:, :-1])
 
 
+
+class InMemorySpanCorruptionTest(SpanCorruptionTest):
+    SOURCE = "in_memory"
+
 class SeedAndOutputTest(parameterized.TestCase):
+    SOURCE = "real"  # InMemorySeedAndOutputTest runs the same spec on the in-memory tokenizer
+
 
     def test_same_seed_same_batches(self):
-        first, second = make_collator(seed=11), make_collator(seed=11)
+        first, second = make_collator(seed=11, source=self.SOURCE), make_collator(seed=11, source=self.SOURCE)
         for _ in range(2):  # the generator's state advances identically across calls too
-            a, b = first(windows(568, 4)), second(windows(568, 4))
+            a, b = first(windows(568, 4, self.SOURCE)), second(windows(568, 4, self.SOURCE))
             for key in a:
                 torch.testing.assert_close(a[key], b[key])
 
     def test_different_seed_different_batch(self):
-        a, b = make_collator(seed=11)(windows(568, 4)), make_collator(seed=12)(windows(568, 4))
+        rows = windows(568, 4, self.SOURCE)
+        a, b = make_collator(seed=11, source=self.SOURCE)(rows), make_collator(seed=12, source=self.SOURCE)(rows)
         self.assertFalse(torch.equal(a["input_ids"], b["input_ids"]))
 
     def test_explicit_generator_per_call(self):
-        collator = make_collator(seed=0)
-        a = collator(windows(568, 2), rng=np.random.default_rng(99))
-        b = collator(windows(568, 2), rng=np.random.default_rng(99))
+        collator = make_collator(seed=0, source=self.SOURCE)
+        a = collator(windows(568, 2, self.SOURCE), rng=np.random.default_rng(99))
+        b = collator(windows(568, 2, self.SOURCE), rng=np.random.default_rng(99))
         torch.testing.assert_close(a["labels"], b["labels"])
 
     def test_masks_are_a_function_of_seed_epoch_and_window(self):
         """Keyed masks: order, batch companions and DataLoader workers change nothing; epoch and seed do."""
-        rows = windows(568, 4)
-        collator = make_collator(seed=5, return_tensors="np")
+        rows = windows(568, 4, self.SOURCE)
+        collator = make_collator(seed=5, return_tensors="np", source=self.SOURCE)
         forward = collator(rows)["labels"]
         backward = collator(rows[::-1])["labels"][::-1]
         np.testing.assert_array_equal(forward, backward)
@@ -251,7 +273,8 @@ class SeedAndOutputTest(parameterized.TestCase):
         self.assertFalse(np.array_equal(collator(rows)["labels"], forward))
         collator.set_epoch(0)
         np.testing.assert_array_equal(collator(rows)["labels"], forward)
-        self.assertFalse(np.array_equal(make_collator(seed=6, return_tensors="np")(rows)["labels"], forward))
+        other_seed = make_collator(seed=6, return_tensors="np", source=self.SOURCE)
+        self.assertFalse(np.array_equal(other_seed(rows)["labels"], forward))
 
     def test_keyed_masks_are_uniform_over_segmentations(self):
         """The hash-derived picks give every split into non-empty segments equally often (chi-square at
@@ -265,8 +288,8 @@ class SeedAndOutputTest(parameterized.TestCase):
         self.assertGreater(scipy.stats.chisquare(counts).pvalue, 1e-3)
 
     def test_numpy_and_torch_outputs_agree(self):
-        as_np = make_collator(seed=13, return_tensors="np")(windows(568, 2))
-        as_pt = make_collator(seed=13, return_tensors="pt")(windows(568, 2))
+        as_np = make_collator(seed=13, return_tensors="np", source=self.SOURCE)(windows(568, 2, self.SOURCE))
+        as_pt = make_collator(seed=13, return_tensors="pt", source=self.SOURCE)(windows(568, 2, self.SOURCE))
         self.assertEqual(set(as_np), {"input_ids", "labels", "decoder_input_ids"})
         for key, value in as_np.items():
             self.assertIsInstance(value, np.ndarray)
@@ -274,12 +297,13 @@ class SeedAndOutputTest(parameterized.TestCase):
             np.testing.assert_array_equal(as_pt[key].numpy(), value)
 
     def test_accepts_lists(self):
-        batch = make_collator(seed=0)([{"input_ids": f["input_ids"].tolist()} for f in windows(568, 2)])
+        rows = [{"input_ids": f["input_ids"].tolist()} for f in windows(568, 2, self.SOURCE)]
+        batch = make_collator(seed=0, source=self.SOURCE)(rows)
         self.assertEqual(tuple(batch["input_ids"].shape), (2, 512))
 
     def test_wrong_window_length_names_tokens_length(self):
         with self.assertRaisesRegex(ValueError, "tokens_length=568"):
-            make_collator()(windows(512, 2))
+            make_collator(source=self.SOURCE)(windows(512, 2, self.SOURCE))
 
     def test_sentinels_looked_up_by_name(self):
         """A tokenizer numbering sentinels upwards from 3 gets those ids, not ids derived from its vocab size."""
@@ -290,6 +314,10 @@ class SeedAndOutputTest(parameterized.TestCase):
         self.assertEqual(batch["labels"][0, 0], 3)
 
 
+
+class InMemorySeedAndOutputTest(SeedAndOutputTest):
+    SOURCE = "in_memory"
+
 class BadArgumentsTest(parameterized.TestCase):
 
     @parameterized.named_parameters(
@@ -297,13 +325,14 @@ class BadArgumentsTest(parameterized.TestCase):
         ("density_zero", dict(noise_density=0.0), "--noise_density=0.0"),
         ("span_below_one", dict(mean_noise_span_length=0.5), "--mean_noise_span_length=0.5"),
         ("more_spans_than_kept_tokens", dict(noise_density=0.9, mean_noise_span_length=1.0), "--noise_density"),
-        ("target_length_mismatch", dict(target_length=100), "--target_length=100.*use 114"),
+        ("target_length_mismatch", dict(target_length=100),
+         "target_length=100 does not match .*windows of 568 ids give targets of 114"),
         ("input_length_too_short", dict(input_length=1, target_length=1), "--input_length=1"),
         ("unknown_return_tensors", dict(return_tensors="tf"), "return_tensors='tf'"),
     )
     def test_raises_usage_error_naming_flag(self, kwargs, message):
         with self.assertRaisesRegex(UsageError, message):
-            DataCollatorForT5SpanCorruption(t5_tokenizer(), **kwargs)
+            DataCollatorForT5SpanCorruption(in_memory_t5_tokenizer(), **kwargs)
 
     def test_tokenizer_without_sentinels(self):
         with self.assertRaisesRegex(UsageError, "lacks <extra_id_0>.*train_tokenizer.py"):

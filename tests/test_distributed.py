@@ -12,13 +12,8 @@ import numpy as np
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
-import fine_tune_t5
-import pre_train_t5
-from shared_data import require
-from test_fine_tune_t5 import tiny_flags
-from test_pre_train_t5 import tiny_run_flags
+from tests.helpers import REPO, fine_tune, pre_train, require, tiny_flags, tiny_run_flags
 
-REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 STEPS = 4
 CAUSE_MARKERS = re.compile(r"Error|error:|terminate called|Traceback|Signal \d+|exitcode")
@@ -73,7 +68,7 @@ class TwoProcessEquivalenceTest(parameterized.TestCase):
         cls.work = Path(absltest.get_default_test_tmpdir()) / "distributed"
         single = cls.work / "single"
         if not (single / "metrics.json").exists():
-            pre_train_t5.main(tiny_run_flags(str(single), cls.corpus, max_steps=STEPS, overwrite_output_dir=True))
+            pre_train(tiny_run_flags(str(single), cls.corpus, max_steps=STEPS, overwrite_output_dir=True))
         cls.single_losses = losses(single)
 
     def two_process_flags(self, name, **overrides):
@@ -144,7 +139,7 @@ class FineTuneTwoProcessTest(absltest.TestCase):
                               eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
                               do_eval=False, ddp_find_unused_parameters=False)
 
-        fine_tune_t5.main(run_flags("single", 4))
+        fine_tune(run_flags("single", 4))
         launch("torchrun", run_flags("ddp", 2), script="fine_tune_t5.py")
         np.testing.assert_allclose(losses(work / "ddp"), losses(work / "single"), rtol=1e-4)
 

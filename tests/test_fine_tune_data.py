@@ -1,4 +1,4 @@
-"""fine_tune_data.py, task_mixture.py and the length-bucket sampler on the real GLUE/SuperGLUE files."""
+"""task_data.py, task_mixture.py and the length-bucket sampler on the real GLUE/SuperGLUE files."""
 import json
 import logging
 import math
@@ -9,15 +9,15 @@ import numpy as np
 import torch
 from absl.testing import absltest, parameterized
 
-import fine_tune_data
-import modeling
 from constants import NO_LABEL
-from flags import UsageError
-from run_flags import FineTuneDataArguments
-from task_format import get_task_vals
-from task_mixture import mix_task_datasets, mixing_rates, mixture_size, sample_mixture
-from task_trainer import length_bucket_indices
-from tests.shared_data import require
+from t5kit.config.finetune_arguments import FineTuneDataArguments
+from t5kit.data import task_data
+from t5kit.data.task_format import get_task_vals
+from t5kit.data.task_mixture import mix_task_datasets, mixing_rates, mixture_size, sample_mixture
+from t5kit.errors import UsageError
+from t5kit.model import building
+from t5kit.train.task_trainer import length_bucket_indices
+from tests.helpers import require
 
 
 def data_args(**overrides):
@@ -93,15 +93,15 @@ class TaskDataTest(parameterized.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.tokenizer = modeling.load_tokenizer(str(require("t5_spiece")))
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
 
     def setUp(self):
         super().setUp()
         self.dir = self.create_tempdir().full_path
 
     def build(self, args, task="rte", split="validation", role="eval", benchmark="glue"):
-        plan = fine_tune_data.SplitPlan(get_task_vals(benchmark, task), split, role, task)
-        return fine_tune_data.build_task_split(plan, args, self.tokenizer)
+        plan = task_data.SplitPlan(get_task_vals(benchmark, task), split, role, task)
+        return task_data.build_task_split(plan, args, self.tokenizer)
 
     @parameterized.named_parameters(
         ("rte", "rte", "RTE", 277), ("sst2", "sst2", "SST-2", 872), ("cola_no_header", "cola", "CoLA", 1043),
@@ -124,7 +124,7 @@ class TaskDataTest(parameterized.TestCase):
         path = f"{self.dir}/dev.tsv"
         with open(path, "w") as handle:
             handle.write("\n".join(broken) + "\n")
-        with self.assertLogs("fine_tune_data", logging.WARNING) as logs:
+        with self.assertLogs("t5kit.data.task_data", logging.WARNING) as logs:
             split = self.build(data_args(train_file=path, validation_file=path))
         self.assertEqual((split.stats["rows"], split.stats["malformed"], len(split.inputs)), (13, 3, 10))
         self.assertIn("dropped 3 malformed row(s) of 13", logs.output[0])
@@ -155,17 +155,17 @@ class TaskDataTest(parameterized.TestCase):
     def test_default_target_length_fits_the_longest_label_word(self):
         rte = get_task_vals("glue", "rte")
         longest = max(len(self.tokenizer(word).input_ids) for word in ("entailment", "not_entailment"))
-        self.assertEqual(fine_tune_data.default_target_length(rte, self.tokenizer), longest)
+        self.assertEqual(task_data.default_target_length(rte, self.tokenizer), longest)
         stsb = get_task_vals("glue", "stsb")
-        self.assertEqual(fine_tune_data.default_target_length(stsb, self.tokenizer),
+        self.assertEqual(task_data.default_target_length(stsb, self.tokenizer),
                          max(len(ids) for ids in self.tokenizer([f"{i / 5:.1f}" for i in range(26)]).input_ids))
 
 
 class PlanAndTasksTest(parameterized.TestCase):
 
     def test_mnli_evaluates_matched_and_mismatched(self):
-        tasks = fine_tune_data.resolve_tasks(data_args(dataset_name="mnli"))
-        plans = fine_tune_data.plan_splits(tasks, data_args(dataset_name="mnli"), run_args(do_predict=True))
+        tasks = task_data.resolve_tasks(data_args(dataset_name="mnli"))
+        plans = task_data.plan_splits(tasks, data_args(dataset_name="mnli"), run_args(do_predict=True))
         self.assertEqual([(p.role, p.split, p.key) for p in plans], [
             ("train", "train", "mnli"), ("eval", "validation_matched", "mnli_matched"),
             ("eval", "validation_mismatched", "mnli_mismatched"), ("predict", "test_matched", "mnli_matched"),
@@ -173,7 +173,7 @@ class PlanAndTasksTest(parameterized.TestCase):
 
     def test_same_task_name_in_two_benchmarks_gets_qualified_keys(self):
         args = data_args(dataset_name=None, tasks="glue/rte,super_glue/rte")
-        plans = fine_tune_data.plan_splits(fine_tune_data.resolve_tasks(args), args, run_args(do_train=False))
+        plans = task_data.plan_splits(task_data.resolve_tasks(args), args, run_args(do_train=False))
         self.assertEqual([p.key for p in plans], ["glue_rte", "super_glue_rte"])
 
     def test_custom_task_from_yaml_text(self):
@@ -182,7 +182,7 @@ class PlanAndTasksTest(parameterized.TestCase):
         path = f"{self.create_tempdir().full_path}/rows.jsonl"
         with open(path, "w") as handle:
             handle.write('{"text": "x", "mood": 1}\n')
-        (task,) = fine_tune_data.resolve_tasks(data_args(dataset_name="mood", custom_task=spec, train_file=path,
+        (task,) = task_data.resolve_tasks(data_args(dataset_name="mood", custom_task=spec, train_file=path,
                                                          validation_file=path))
         self.assertEqual((task["name"], task["metric_to_optimize"], task["labels"]), ("custom/mood", "accuracy",
                                                                                       {0: "sad", 1: "happy"}))
@@ -201,9 +201,9 @@ class PlanAndTasksTest(parameterized.TestCase):
 
     def test_label_id_accepts_every_spelling_of_a_label(self):
         rte = get_task_vals("glue", "rte")
-        self.assertEqual([fine_tune_data.label_id(rte, value) for value in (1, "1", "not_entailment", " 0 ", "no")],
+        self.assertEqual([task_data.label_id(rte, value) for value in (1, "1", "not_entailment", " 0 ", "no")],
                          [1, 1, 1, 0, None])
-        self.assertEqual(fine_tune_data.convert_local_row(rte, {"sentence1": "a", "sentence2": "b"}, False)["label"],
+        self.assertEqual(task_data.convert_local_row(rte, {"sentence1": "a", "sentence2": "b"}, False)["label"],
                          NO_LABEL)
 
 

@@ -13,35 +13,19 @@ import yaml
 from absl.testing import absltest, parameterized
 from transformers import AutoTokenizer, GPT2Config, T5ForConditionalGeneration
 
-import fine_tune_data
-import fine_tune_t5
-import flags
-import t5_flex_attention
-from flags import UsageError
 from metrics import glue_average
-from tests.shared_data import require
+from t5kit.config import parsing
+from t5kit.config.arguments import ModelArguments
+from t5kit.config.programs import FINETUNE_FLAG_CLASSES
+from t5kit.data import task_data
+from t5kit.errors import UsageError
+from t5kit.model import building, t5_flex_attention
+from t5kit.outputs import run_record
+from tests.helpers import REPO, fine_tune, require, snapshot, tiny_flags
 
-REPO = Path(__file__).resolve().parents[1]
 EVAL_ROWS = 12
 TEST_ROWS = 6
 RTE_WORDS = ("entailment", "not_entailment")
-
-
-def tiny_flags(output_dir, **overrides):
-    """argv of a seconds-long run: t5-tiny, short inputs, real T5 tokenizer, RTE from its official folder."""
-    values = {"output_dir": output_dir, "model_size": "t5-tiny", "tokenizer_name_or_path": str(require("t5_spiece")),
-              "dataset_name": "rte", "data_dir": [str(require("glue/RTE"))], "max_source_length": 64,
-              "max_train_samples": 32, "max_eval_samples": EVAL_ROWS, "per_device_train_batch_size": 4,
-              "per_device_eval_batch_size": 32, "max_steps": 4, "learning_rate": 1e-2, "eval_strategy": "steps",
-              "eval_steps": 2, "save_strategy": "steps", "save_steps": 2, "logging_steps": 1, "use_cpu": True,
-              "seed": 3, "report_to": "none", "disable_tqdm": True}
-    values.update(overrides)
-    argv = []
-    for key, value in values.items():
-        if value is None:
-            continue
-        argv += [f"--{key}", *map(str, value)] if isinstance(value, list) else [f"--{key}", str(value)]
-    return argv
 
 
 def eval_only_flags(output_dir, model_dir, **overrides):
@@ -58,10 +42,6 @@ def read_tsv(path):
         return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-def snapshot(folder):
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
-
-
 class FineTuneEndToEndTest(parameterized.TestCase):
     """One RTE fine-tune shared by the tests; evaluate-only and rank runs start from its saved model."""
 
@@ -70,7 +50,7 @@ class FineTuneEndToEndTest(parameterized.TestCase):
         super().setUpClass()
         cls.tmp = Path(tempfile.mkdtemp())
         cls.run_dir = cls.tmp / "rte"
-        cls.metrics = fine_tune_t5.main(tiny_flags(str(cls.run_dir), do_predict=True,
+        cls.metrics = fine_tune(tiny_flags(str(cls.run_dir), do_predict=True,
                                                    max_predict_samples=TEST_ROWS))
         cls.saved = json.loads((cls.run_dir / "metrics.json").read_text())
 
@@ -120,14 +100,17 @@ class FineTuneEndToEndTest(parameterized.TestCase):
 
     def test_config_yaml_alone_gives_the_same_flags(self):
         config = yaml.safe_load((self.run_dir / "config.yaml").read_text())
-        self.assertEqual((config["dataset_name"], config["max_steps"], config["metric_for_best_model"]),
-                         ("rte", 4, None))  # None: filled from the task again on a re-run
-        _, resolved = flags.parse_flags(fine_tune_t5.FLAG_CLASSES, [str(self.run_dir / "config.yaml")])
-        self.assertEqual(resolved, config)
+        derived = config.pop("derived")
+        # The values the run used: the task's metric picked the best checkpoint.
+        self.assertEqual((config["dataset_name"], config["max_steps"], config["metric_for_best_model"],
+                          config["greater_is_better"]), ("rte", 4, "accuracy", True))
+        self.assertEqual((derived["global_batch_size"], derived["world_size"], derived["precision"]), (4, 1, "fp32"))
+        reloaded = parsing.parse_flags(FINETUNE_FLAG_CLASSES, [str(self.run_dir / "config.yaml")])
+        self.assertEqual(run_record.flag_values(reloaded), config)
 
     def test_evaluate_only_on_the_saved_folder_reproduces_the_predictions(self):
         out = self.dir / "eval"
-        metrics = fine_tune_t5.main(eval_only_flags(str(out), str(self.run_dir)))
+        metrics = fine_tune(eval_only_flags(str(out), str(self.run_dir)))
         self.assertEqual(metrics["eval_accuracy"], self.saved["eval_accuracy"])
         self.assertEqual((out / "predictions_rte_validation.jsonl").read_text(),
                          (self.run_dir / "predictions_rte_validation.jsonl").read_text())
@@ -135,7 +118,7 @@ class FineTuneEndToEndTest(parameterized.TestCase):
 
     def test_rank_scoring_predicts_only_label_words(self):
         out = self.dir / "rank"
-        metrics = fine_tune_t5.main(eval_only_flags(str(out), str(self.run_dir), label_scoring="rank"))
+        metrics = fine_tune(eval_only_flags(str(out), str(self.run_dir), label_scoring="rank"))
         self.assertEqual(metrics["eval_invalid_count"], 0)
         predictions = read_jsonl(out / "predictions_rte_validation.jsonl")
         self.assertLen(predictions, EVAL_ROWS)
@@ -159,7 +142,7 @@ class FineTuneVariantsTest(parameterized.TestCase):
 
     def test_multi_task_reports_each_task_and_the_glue_average(self):
         out = self.dir / "mix"
-        metrics = fine_tune_t5.main(tiny_flags(
+        metrics = fine_tune(tiny_flags(
             str(out), dataset_name=None, tasks="glue/sst2,glue/rte,glue/stsb", data_dir=[str(require("glue"))],
             max_eval_samples=6, max_steps=2, mixture_temperature=2.0))
         saved = json.loads((out / "metrics.json").read_text())
@@ -174,7 +157,7 @@ class FineTuneVariantsTest(parameterized.TestCase):
 
     def test_task_declared_in_yaml_alone(self):
         out = self.dir / "custom"
-        fine_tune_t5.main([str(REPO / "configs/custom_task_example.yaml"), "--model_size", "t5-tiny",
+        fine_tune([str(REPO / "configs/custom_task_example.yaml"), "--model_size", "t5-tiny",
                            "--tokenizer_name_or_path", str(require("t5_spiece")), "--output_dir", str(out),
                            "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2", "--disable_tqdm", "true"])
         saved = json.loads((out / "metrics.json").read_text())
@@ -193,18 +176,22 @@ class ConfigFilesTest(parameterized.TestCase):
     @parameterized.named_parameters(*[(path.stem, path) for path in sorted((REPO / "configs/glue").glob("*.yaml"))
                                       if path.stem != "base"])
     def test_glue_config_names_its_task(self, path):
-        (_, data_args, training_args), _ = flags.parse_flags(
-            fine_tune_t5.FLAG_CLASSES, [str(path), "--model_name_or_path", "google-t5/t5-small"])
-        (task,) = fine_tune_data.resolve_tasks(data_args)
+        (_, data_args, training_args) = parsing.parse_flags(
+            FINETUNE_FLAG_CLASSES, [str(path), "--model_name_or_path", "google-t5/t5-small"])
+        (task,) = task_data.resolve_tasks(data_args)
         self.assertEqual(task["name"], f"glue/{path.stem}")
         self.assertEqual((training_args.learning_rate, training_args.output_dir), (1e-3, f"runs/glue/{path.stem}"))
 
     def test_quickstart_rte_config_runs(self):
-        model = REPO / "runs" / "quickstart"
-        if not (model / "model.safetensors").is_file():
-            self.skipTest(f"{model} is absent; `make quickstart` builds it")
+        """configs/finetune_rte_quickstart.yaml on a tiny model built here (the quickstart's own model is a
+        `make quickstart` away; this test needs none)."""
+        model = Path(self.create_tempdir().full_path) / "tiny_model"
+        model_args = ModelArguments(model_size="t5-tiny", tokenizer_name_or_path=str(require("t5_spiece")))
+        tokenizer, built = building.load_tokenizer_and_model(model_args, use_cpu=True)
+        built.save_pretrained(model)
+        tokenizer.save_pretrained(model)
         out = Path(self.create_tempdir().full_path) / "rte"
-        metrics = fine_tune_t5.main([str(REPO / "configs/finetune_rte_quickstart.yaml"), "--model_name_or_path",
+        metrics = fine_tune([str(REPO / "configs/finetune_rte_quickstart.yaml"), "--model_name_or_path",
                                      str(model), "--data_dir", str(require("glue/RTE")), "--output_dir", str(out),
                                      "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2",
                                      "--max_train_samples", "16", "--max_eval_samples", "8", "--disable_tqdm", "true"])
@@ -223,7 +210,7 @@ class FineTuneRefusalsTest(parameterized.TestCase):
     def assert_refused(self, argv, message):
         before = snapshot(self.dir)
         with self.assertRaisesRegex(UsageError, message) as raised:
-            fine_tune_t5.main(argv)
+            fine_tune(argv)
         self.assertNotIn("\n", str(raised.exception))
         self.assertEqual(snapshot(self.dir), before)
 
@@ -233,7 +220,7 @@ class FineTuneRefusalsTest(parameterized.TestCase):
         return str(path)
 
     @parameterized.named_parameters(
-        ("unknown_benchmark", {"benchmark": "glu"}, "unknown --benchmark 'glu'; did you mean 'glue'"),
+        ("unknown_benchmark", {"benchmark": "glu"}, "--benchmark='glu' is not a valid choice; did you mean 'glue'"),
         ("unknown_task", {"dataset_name": "sst3"}, "unknown task 'sst3' for --benchmark glue; did you mean 'sst2'"),
         ("unknown_task_in_list", {"dataset_name": None, "tasks": "glue/rte,glue/qnlii"}, "did you mean 'qnli'"),
         ("rank_without_label_words", {"dataset_name": "stsb", "label_scoring": "rank"},
@@ -241,7 +228,8 @@ class FineTuneRefusalsTest(parameterized.TestCase):
         ("unknown_best_metric", {"metric_for_best_model": "acuracy"},
          "--metric_for_best_model 'acuracy' is not reported by this run; did you mean 'accuracy'"),
         ("target_length_cuts_labels", {"max_target_length": 2}, "--max_target_length=2 would cut the targets"),
-        ("bad_label_scoring", {"label_scoring": "vote"}, "--label_scoring='vote'; choices: generate, rank"),
+        ("bad_label_scoring", {"label_scoring": "vote"},
+         "--label_scoring='vote' is not a valid choice; choices: generate, rank"),
         ("missing_data_dir", {"data_dir": ["/nonexistent/RTE"]}, "--data_dir /nonexistent/RTE is not a folder"),
         ("wrong_data_dir", {"data_dir": ["/"]}, "no train.tsv for the train split of glue/rte"),
     )
@@ -286,7 +274,7 @@ class FineTuneRefusalsTest(parameterized.TestCase):
         gpt2 = self.dir / "gpt2"
         GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(gpt2)
         self.assert_refused(tiny_flags(str(self.out), model_name_or_path=str(gpt2), model_size=None),
-                            "--model_name_or_path .*gpt2 is a gpt2 model, not an encoder-decoder")
+                            "--model_name_or_path .*gpt2 is a gpt2 model .not an encoder-decoder., not a T5 model")
 
     def test_t5_flex_on_a_gpu_older_than_ampere(self):
         with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=[("Tesla T4", (7, 5))]):

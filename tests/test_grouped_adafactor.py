@@ -8,13 +8,12 @@ from absl.testing import absltest, parameterized
 from transformers import T5Config, T5ForConditionalGeneration
 from transformers.optimization import Adafactor
 
-import grouped_adafactor
-import param_groups
-import pre_train_t5
-import task_trainer
 from bench.adafactor_step import OperationCounter  # counts aten operations (GPU kernels)
-from grouped_adafactor import GroupedAdafactor
-from test_training_features import training_args
+from t5kit.optim import grouped_adafactor, param_groups
+from t5kit.optim.grouped_adafactor import GroupedAdafactor
+from t5kit.train import task_trainer
+from t5kit.train.pretrain_trainer import PretrainTrainer
+from tests.helpers import training_args
 
 T5_SETTINGS = {"scale_parameter": False, "relative_step": False, "warmup_init": False}  # Trainer's --optim adafactor
 
@@ -131,7 +130,7 @@ class GroupedAdafactorTest(parameterized.TestCase):
 
 class OptimizerChoiceTest(parameterized.TestCase):
 
-    @parameterized.named_parameters(("pre_training", pre_train_t5.PretrainTrainer),
+    @parameterized.named_parameters(("pre_training", PretrainTrainer),
                                     ("fine_tuning", task_trainer.TaskTrainer))
     def test_trainers_build_it_for_optim_adafactor(self, trainer_cls):
         optimizer_cls, kwargs = trainer_cls.get_optimizer_cls_and_kwargs(training_args("--optim", "adafactor"))

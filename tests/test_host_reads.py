@@ -10,14 +10,11 @@ from absl.testing import absltest, parameterized
 from torch.overrides import TorchFunctionMode
 from transformers import TrainerCallback
 
-import fine_tune_t5
-import pre_train_t5
-import signals
-import task_trainer
-from deferred_read import DeferredRead
-from nonfinite_guard import NonFiniteLossError
-from test_checkpointing import OneThreadTestCase, nan_loss_at
-from test_fine_tune_t5 import tiny_flags
+from t5kit.train import preemption, task_trainer
+from t5kit.train.deferred_read import DeferredRead
+from t5kit.train.nonfinite_guard import NonFiniteLossError
+from t5kit.train.pretrain_trainer import PretrainTrainer
+from tests.helpers import OneThreadTestCase, fine_tune, nan_loss_at, pre_train, tiny_flags
 
 HOST_READS = {"item", "__bool__", "__float__", "__int__", "__index__", "tolist", "cpu", "numpy"}
 
@@ -97,7 +94,7 @@ class HostReadTest(OneThreadTestCase):
     def run_recorded(self, recorder=None, **flags):
         argv = self.run_flags(self.dir / "run", **{"max_steps": 6, "logging_steps": 100, "save_strategy": "no",
                                                    **flags})
-        return run_recorded(recorder or StepRecorder(), pre_train_t5.PretrainTrainer, lambda: pre_train_t5.main(argv))
+        return run_recorded(recorder or StepRecorder(), PretrainTrainer, lambda: pre_train(argv))
 
     @parameterized.named_parameters(
         ("stop", {}), ("skip", {"nan_policy": "skip"}), ("accumulation", {"gradient_accumulation_steps": 2}),
@@ -134,7 +131,7 @@ class FineTuneHostReadTest(OneThreadTestCase):
     def test_reads_per_step(self, attn_implementation, reads_per_step):
         argv = tiny_flags(str(self.dir / "run"), optim="adafactor", eval_strategy="no", save_strategy="no",
                           logging_steps=100, attn_implementation=attn_implementation)
-        recorder = run_recorded(StepRecorder(), task_trainer.TaskTrainer, lambda: fine_tune_t5.main(argv))
+        recorder = run_recorded(StepRecorder(), task_trainer.TaskTrainer, lambda: fine_tune(argv))
         self.assertEqual(recorder.step, 4)
         self.assertLen(recorder.reads, reads_per_step * recorder.step)
         self.assertTrue(all(read.startswith("masking_utils.py") for read in recorder.reads), recorder.reads)
@@ -153,7 +150,7 @@ class PreemptionFlagTest(absltest.TestCase):
     """In a distributed run every process stops one step after the all-reduce that saw a signal."""
 
     def test_all_processes_stop_one_step_after_the_signal(self):
-        callback = signals.PreemptionCallback()
+        callback = preemption.PreemptionCallback()
         args = mock.Mock(device=torch.device("cpu"))
         summed = []
         with mock.patch.object(torch.distributed, "is_initialized", return_value=True), \

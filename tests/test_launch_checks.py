@@ -1,4 +1,4 @@
-"""launch_checks.py + precision flags: DeepSpeed/accelerate configs may not contradict our flags."""
+"""config/launch_checks.py + precision flags: DeepSpeed/accelerate configs may not contradict our flags."""
 import json
 import os
 from pathlib import Path
@@ -7,18 +7,12 @@ from unittest import mock
 
 from absl.testing import absltest, parameterized
 
-import flags
-from flags import UsageError
-from run_flags import T5TrainingArguments
+from t5kit.config import parsing
+from t5kit.config.arguments import T5TrainingArguments
+from t5kit.errors import UsageError
+from tests.helpers import REPO, training_args
 
-REPO = Path(__file__).resolve().parents[1]
 SHIPPED_DEEPSPEED_CONFIGS = ("zero_stage2_config.json", "zero_stage2_offload_config.json", "zero_stage3_config.json")
-
-
-def parse_training_flags(*argv):
-    (args,), _ = flags.parse_flags((T5TrainingArguments,), ["--output_dir", "/tmp/unused", "--use_cpu", "true",
-                                                             *argv])
-    return args
 
 
 class DeepSpeedConfigTest(parameterized.TestCase):
@@ -34,9 +28,9 @@ class DeepSpeedConfigTest(parameterized.TestCase):
 
     @parameterized.parameters(*SHIPPED_DEEPSPEED_CONFIGS)
     def test_shipped_configs_leave_every_flag_value_auto(self, name):
-        import launch_checks
+        from t5kit.config import launch_checks
         config = json.loads((REPO / name).read_text())
-        args = parse_training_flags()
+        args = training_args()
         for key in launch_checks.flag_values(args):
             self.assertIn(launch_checks.lookup(config, key), ("auto",), f"{name}: {key}")
         self.assertIn(config["zero_optimization"]["stage"], (2, 3))
@@ -59,13 +53,13 @@ class DeepSpeedConfigTest(parameterized.TestCase):
     def test_concrete_value_that_disagrees_is_refused_naming_both_places(self, config, message):
         path = self.write_config(config)
         with self.assertRaisesRegex(UsageError, f"--deepspeed {path} sets {message}.*\"auto\""):
-            parse_training_flags("--deepspeed", path)
+            training_args("--deepspeed", path)
 
     def test_concrete_value_that_agrees_is_accepted(self):
-        import launch_checks
+        from t5kit.config import launch_checks
         config = {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2, "gradient_clipping": 1.0,
                   "train_batch_size": 16, "zero_optimization": {"stage": 2}}
-        args = parse_training_flags("--gradient_accumulation_steps", "2")
+        args = training_args("--gradient_accumulation_steps", "2")
         launch_checks.check_deepspeed_agrees(config, args, "ds.json")  # no error
 
     @parameterized.named_parameters(
@@ -75,29 +69,29 @@ class DeepSpeedConfigTest(parameterized.TestCase):
     )
     def test_bad_deepspeed_file(self, config, message):
         with self.assertRaisesRegex(UsageError, message):
-            parse_training_flags("--deepspeed", self.write_config(config))
+            training_args("--deepspeed", self.write_config(config))
 
     def test_missing_deepspeed_file(self):
         with self.assertRaisesRegex(UsageError, "--deepspeed nope.json: file not found"):
-            parse_training_flags("--deepspeed", "nope.json")
+            training_args("--deepspeed", "nope.json")
 
     def test_optimizer_section_conflicts_with_param_group_lr(self):
         path = self.write_config({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}})
         with self.assertRaisesRegex(UsageError, "defines an optimizer, which would ignore --param_group_lr"):
-            parse_training_flags("--deepspeed", path, "--param_group_lr", ".*=1e-3")
+            training_args("--deepspeed", path, "--param_group_lr", ".*=1e-3")
 
     def test_deepspeed_under_plain_python_without_mpi4py_is_refused(self):
         env = {name: value for name, value in os.environ.items() if name != "LOCAL_RANK"}
         with mock.patch.dict(os.environ, env, clear=True), \
                 mock.patch("importlib.util.find_spec", return_value=None) as find_spec, \
                 self.assertRaisesRegex(UsageError, "--deepspeed needs a launcher: run `deepspeed --num_gpus N"):
-            parse_training_flags("--deepspeed", str(REPO / "zero_stage2_config.json"))
+            training_args("--deepspeed", str(REPO / "zero_stage2_config.json"))
         find_spec.assert_called_with("mpi4py")
 
     @parameterized.named_parameters(("launcher_env", {"LOCAL_RANK": "0"}, -1, None),
                                     ("launcher_argument", {}, 0, None), ("mpi4py", {}, -1, "mpi4py spec"))
     def test_deepspeed_under_a_launcher_or_with_mpi4py_is_accepted(self, env, local_rank, mpi4py):
-        import launch_checks
+        from t5kit.config import launch_checks
         args = SimpleNamespace(deepspeed="zero_stage2_config.json", local_rank=local_rank)
         with mock.patch.dict(os.environ, env), mock.patch("importlib.util.find_spec", return_value=mpi4py):
             if "LOCAL_RANK" not in env:
@@ -112,30 +106,31 @@ class AccelerateAndPrecisionTest(parameterized.TestCase):
         ("accumulation", {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "8"},
          "gradient_accumulation_steps=8 but --gradient_accumulation_steps is 1"),
         ("clipping", {"ACCELERATE_GRADIENT_CLIPPING": "0.1"}, "gradient_clipping=0.1 but --max_grad_norm is 1.0"),
-        ("deepspeed_file", {"ACCELERATE_DEEPSPEED_CONFIG_FILE": "missing_ds.json"}, "file not found"),
+        ("deepspeed_file", {"ACCELERATE_DEEPSPEED_CONFIG_FILE": "missing_ds.json"},
+         "--deepspeed missing_ds.json: file not found"),
     )
     def test_accelerate_config_that_disagrees_is_refused(self, env, message):
         with mock.patch.dict(os.environ, env), self.assertRaisesRegex(UsageError, message):
-            parse_training_flags()
+            training_args()
 
     def test_accelerate_defaults_pass(self):
         with mock.patch.dict(os.environ, {"ACCELERATE_MIXED_PRECISION": "no"}):
-            self.assertFalse(parse_training_flags().bf16)
+            self.assertFalse(training_args().bf16)
 
     def test_fp16_and_bf16_together(self):
         with self.assertRaisesRegex(UsageError, "--bf16 and --fp16 are both set; pick one"):
-            parse_training_flags("--bf16", "true", "--fp16", "true")
+            training_args("--bf16", "true", "--fp16", "true")
 
     def test_bf16_without_gpu_or_cpu_autocast(self):
         with self.assertRaisesRegex(UsageError, "--bf16 true needs a GPU with bf16, or --use_cpu true"):
-            flags.parse_flags((T5TrainingArguments,), ["--output_dir", "/tmp/x", "--bf16", "true"])
+            parsing.parse_flags((T5TrainingArguments,), ["--output_dir", "/tmp/x", "--bf16", "true"])
 
     def test_bf16_defaults_off_without_a_bf16_gpu(self):
         import torch
         if torch.cuda.is_available():
             self.skipTest("this machine has a GPU; the default follows its bf16 support")
-        self.assertFalse(parse_training_flags().bf16)
-        self.assertTrue(parse_training_flags("--bf16", "true").bf16)
+        self.assertFalse(training_args().bf16)
+        self.assertTrue(training_args("--bf16", "true").bf16)
 
 
 if __name__ == "__main__":

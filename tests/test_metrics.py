@@ -13,8 +13,8 @@ from rouge_score import rouge_scorer
 
 import metrics
 from constants import DATASET_VALS
-from shared_data import require
-from task_format import format_stsb_target, format_target, get_task_vals
+from t5kit.data.task_format import format_stsb_target, format_target, get_task_vals
+from tests.helpers import require
 
 CLASSIFICATION_TASKS = [(b, t) for b, tasks in DATASET_VALS.items() for t, v in tasks.items() if v["labels"]]
 NOT_LABELS = ("", "positive.", "Positive", "neg ative", "entailment neutral", "0", "<unk>")

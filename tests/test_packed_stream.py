@@ -1,4 +1,5 @@
-"""packed_stream.py + stream_resume.StreamPositionCollator: windows cut from a stream equal map-style packing, and a
+"""data/packed_stream.py + train/stream_resume.StreamPositionCollator: windows cut from a stream equal map-style
+packing, and a
 stream put at a recorded position continues exactly where the uninterrupted one did, without re-tokenising what
 came before."""
 import json
@@ -15,12 +16,11 @@ import torch
 from absl.testing import absltest, parameterized
 from transformers import T5TokenizerFast
 
-import data
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
-from packed_stream import PackedWindowStream
-from shared_data import require
-from stream_resume import StreamPositionCollator
-from test_data import read_paragraphs
+from t5kit.data import corpus
+from t5kit.data.packed_stream import PackedWindowStream
+from t5kit.train.stream_resume import StreamPositionCollator
+from tests.helpers import read_paragraphs, require
 
 WINDOW = 61  # a prime, so windows start at varying offsets inside documents
 NUM_FILES = 8
@@ -58,7 +58,7 @@ class StreamTestCase(parameterized.TestCase):
     def stream(self, tokenizer=None, **kwargs):
         raw = datasets.load_dataset("text", data_files={"train": self.files}, split="train", streaming=True,
                                     sample_by="paragraph")
-        return PackedWindowStream(data.tokenize_documents(raw, tokenizer or self.tokenizer, "text"), WINDOW, **kwargs)
+        return PackedWindowStream(corpus.tokenize_documents(raw, tokenizer or self.tokenizer, "text"), WINDOW, **kwargs)
 
 
 class PackedWindowStreamTest(StreamTestCase):
@@ -66,7 +66,7 @@ class PackedWindowStreamTest(StreamTestCase):
     def test_windows_equal_map_style_packing(self):
         raw = datasets.load_dataset("text", data_files={"train": self.files}, split="train", sample_by="paragraph",
                                     cache_dir=str(self.dir / "cache"))
-        expected = np.asarray(data.pack_windows(data.tokenize_documents(raw, self.tokenizer, "text"), WINDOW)[
+        expected = np.asarray(corpus.pack_windows(corpus.tokenize_documents(raw, self.tokenizer, "text"), WINDOW)[
             "input_ids"])
         windows = list(self.stream())
         np.testing.assert_array_equal(np.stack([w["input_ids"] for w in windows]), expected)
@@ -95,7 +95,7 @@ class PackedWindowStreamTest(StreamTestCase):
                 np.testing.assert_array_equal(got["input_ids"], want["input_ids"])
 
     def test_resume_does_not_tokenise_the_consumed_stream_again(self):
-        with mock.patch.object(data, "TOKENIZE_BATCH_SIZE", 8):
+        with mock.patch.object(corpus, "TOKENIZE_BATCH_SIZE", 8):
             stream = self.stream()
             windows = list(stream)
             late = len(windows) - 3  # in the last file
@@ -186,7 +186,7 @@ class ReadingAheadTest(StreamTestCase):
                                       np.stack([w["input_ids"] for w in self.stream(prefetch=0)]))
 
     def test_an_error_while_reading_ahead_reaches_the_consumer(self):
-        with mock.patch.object(data, "TOKENIZE_BATCH_SIZE", 8):
+        with mock.patch.object(corpus, "TOKENIZE_BATCH_SIZE", 8):
             stream = self.stream(FailingTokenizer(self.tokenizer, after=16), prefetch=4)
             with self.assertRaisesRegex(RuntimeError, "broken document after 16"):
                 list(stream)
@@ -200,7 +200,7 @@ class ReadingAheadTest(StreamTestCase):
         child = textwrap.dedent(f"""
             import itertools, sys
             sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
-            from packed_stream import PackedWindowStream
+            from t5kit.data.packed_stream import PackedWindowStream
 
             class Documents:  # endless, as a streamed corpus seems to a run that stops at max_steps
                 def set_epoch(self, epoch): pass

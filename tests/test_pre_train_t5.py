@@ -14,33 +14,11 @@ from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 from transformers import T5ForConditionalGeneration
 
-import checkpoint_manifest
 import constants
-import pre_train_t5
-import t5_flex_attention
-from flags import UsageError
-from shared_data import require
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def tiny_run_flags(output_dir, train_file, **overrides):
-    """Flags of a seconds-long run: t5-tiny, 64-token inputs, real T5 tokenizer."""
-    flags = {"output_dir": output_dir, "model_size": "t5-tiny", "tokenizer_name_or_path": str(require("t5_spiece")),
-             "train_files": [train_file], "input_length": 64, "per_device_train_batch_size": 4,
-             "per_device_eval_batch_size": 16, "max_eval_samples": 32, "max_steps": 8, "learning_rate": 1e-2,
-             "logging_steps": 1, "eval_strategy": "no", "save_strategy": "no", "use_cpu": True, "seed": 3,
-             "report_to": "none", "disable_tqdm": True}
-    flags.update(overrides)
-    argv = []
-    for key, value in flags.items():
-        argv += [f"--{key}", *map(str, value)] if isinstance(value, list) else [f"--{key}", str(value)]
-    return argv
-
-
-def snapshot(folder):
-    """{relative path: bytes} of everything under folder, to prove a refused run touched nothing."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+from t5kit.errors import UsageError
+from t5kit.model import t5_flex_attention
+from t5kit.train import checkpoint_manifest
+from tests.helpers import REPO, TinyRunTestCase, pre_train, snapshot, tiny_run_flags
 
 
 def train_losses(output_dir):
@@ -48,24 +26,11 @@ def train_losses(output_dir):
     return [entry["loss"] for entry in history if "loss" in entry]
 
 
-class TinyRunTestCase(parameterized.TestCase):
-    """Tiny runs on real text: self.corpus (a Gutenberg book) and a fresh self.dir per test."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
-
-    def setUp(self):
-        super().setUp()
-        self.dir = Path(self.create_tempdir().full_path)
-
-
 class PreTrainEndToEndTest(TinyRunTestCase):
 
     def test_tiny_run_writes_outputs_and_loss_falls(self):
         out = self.dir / "run"
-        metrics = pre_train_t5.main(tiny_run_flags(str(out), self.corpus, max_steps=40, eval_strategy="steps",
+        metrics = pre_train(tiny_run_flags(str(out), self.corpus, max_steps=40, eval_strategy="steps",
                                                    eval_steps=20, eval_on_start=True))
         for name in ("config.yaml", "metrics.json", "loss_curve.png", "model.safetensors", "config.json"):
             self.assertTrue((out / name).is_file(), name)
@@ -89,7 +54,7 @@ class PreTrainEndToEndTest(TinyRunTestCase):
         out = self.dir / "c4"
         argv = tiny_run_flags(str(out), self.corpus, max_steps=4, warmup_steps=2, save_strategy="steps",
                               save_steps=2, max_eval_samples=8, bf16=False, tf32=False, torch_compile=False)
-        metrics = pre_train_t5.main([str(local), *argv])
+        metrics = pre_train([str(local), *argv])
         config = yaml.safe_load((out / "config.yaml").read_text())
         self.assertEqual((config["streaming"], config["optim"], config["lr_scheduler_type"]),
                          (True, "adafactor", "inverse_sqrt"))
@@ -98,7 +63,7 @@ class PreTrainEndToEndTest(TinyRunTestCase):
 
     def test_config_yaml_alone_reproduces_the_run(self):
         first = self.dir / "first"
-        pre_train_t5.main(tiny_run_flags(str(first), self.corpus))
+        pre_train(tiny_run_flags(str(first), self.corpus))
         config = yaml.safe_load((first / "config.yaml").read_text())
         self.assertEqual(config["max_steps"], 8)
         self.assertEqual(config["input_length"], 64)
@@ -106,7 +71,7 @@ class PreTrainEndToEndTest(TinyRunTestCase):
         saved_config = self.dir / "config.yaml"
         shutil.copy(first / "config.yaml", saved_config)
         shutil.move(str(first), str(self.dir / "moved"))
-        pre_train_t5.main([str(saved_config)])
+        pre_train([str(saved_config)])
         self.assertEqual(train_losses(first), train_losses(self.dir / "moved"))
         before = load_file(self.dir / "moved" / "model.safetensors")
         after = load_file(first / "model.safetensors")
@@ -118,8 +83,8 @@ class PreTrainEndToEndTest(TinyRunTestCase):
         # model.accepts_loss_kwargs is False.
         one = self.dir / "ga1"
         two = self.dir / "ga2"
-        pre_train_t5.main(tiny_run_flags(str(one), self.corpus, max_steps=4))
-        pre_train_t5.main(tiny_run_flags(str(two), self.corpus, max_steps=4, per_device_train_batch_size=2,
+        pre_train(tiny_run_flags(str(one), self.corpus, max_steps=4))
+        pre_train(tiny_run_flags(str(two), self.corpus, max_steps=4, per_device_train_batch_size=2,
                                          gradient_accumulation_steps=2))
         np.testing.assert_allclose(train_losses(two), train_losses(one), rtol=2e-4)
         before, after = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
@@ -130,10 +95,10 @@ class PreTrainEndToEndTest(TinyRunTestCase):
         """--attn_implementation reaches the model, is saved in config.yaml, and t5_flex computes what sdpa does
         (on CPU: SDPA without T5's all-zero cross-attention bias and without all-True masks)."""
         sdpa, flex = self.dir / "sdpa", self.dir / "flex"
-        pre_train_t5.main(tiny_run_flags(str(sdpa), self.corpus, max_steps=4))
+        pre_train(tiny_run_flags(str(sdpa), self.corpus, max_steps=4))
         # A (faked) V100 beside the CPU is no reason to refuse: --use_cpu true keeps training off it.
         with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=[("Tesla V100-SXM2-32GB", (7, 0))]):
-            pre_train_t5.main(tiny_run_flags(str(flex), self.corpus, max_steps=4, attn_implementation="t5_flex"))
+            pre_train(tiny_run_flags(str(flex), self.corpus, max_steps=4, attn_implementation="t5_flex"))
         self.assertEqual(yaml.safe_load((flex / "config.yaml").read_text())["attn_implementation"], "t5_flex")
         self.assertLen(train_losses(flex), 4)
         np.testing.assert_allclose(train_losses(flex), train_losses(sdpa), rtol=1e-6)
@@ -149,7 +114,7 @@ class PreTrainRefusalsTest(TinyRunTestCase):
     def assert_refused(self, argv, message):
         before = snapshot(self.dir)
         with self.assertRaisesRegex(UsageError, message):
-            pre_train_t5.main(argv)
+            pre_train(argv)
         self.assertEqual(snapshot(self.dir), before)
 
     @parameterized.named_parameters(("no_resume", {}), ("resume_false", {"resume_from_checkpoint": "false"}))
@@ -185,7 +150,7 @@ class PreTrainRefusalsTest(TinyRunTestCase):
                             "32\\), d_ff=512 \\(this run: 64\\)")
 
     @parameterized.named_parameters(
-        ("unknown_preset", {"model_size": "t5-huge"}, "unknown --model_size 't5-huge'"),
+        ("unknown_preset", {"model_size": "t5-huge"}, "--model_size='t5-huge' is not a valid choice"),
         ("noise_density_one", {"noise_density": 1.0}, r"--noise_density=1.0 must be in \(0, 1\)"),
         ("noise_density_zero", {"noise_density": 0.0}, r"--noise_density=0.0 must be in \(0, 1\)"),
         ("short_spans", {"mean_noise_span_length": 0.5}, "--mean_noise_span_length=0.5 must be >= 1"),

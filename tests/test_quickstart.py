@@ -4,11 +4,8 @@ from pathlib import Path
 
 from absl.testing import absltest
 
-import pre_train_t5
-import quickstart_corpus
-import train_tokenizer
-
-REPO = Path(__file__).resolve().parents[1]
+from scripts import quickstart_corpus
+from tests.helpers import REPO, pre_train, train_tokenizer
 
 
 class QuickstartTest(absltest.TestCase):
@@ -16,11 +13,11 @@ class QuickstartTest(absltest.TestCase):
     def test_quickstart_config_trains_and_eval_loss_falls_30_percent(self):
         work = Path(self.create_tempdir().full_path)
         quickstart_corpus.main(["--output_dir", str(work)])
-        train_tokenizer.main(["--train_files", str(work / "train.txt"), "--output_dir", str(work / "tokenizer"),
+        train_tokenizer(["--train_files", str(work / "train.txt"), "--output_dir", str(work / "tokenizer"),
                               "--vocab_size", "8000"])
         out = work / "run"
         # The real config, pointed at this temp folder and cut to 80 steps to keep the suite fast.
-        pre_train_t5.main([str(REPO / "configs/quickstart.yaml"), "--output_dir", str(out),
+        pre_train([str(REPO / "configs/quickstart.yaml"), "--output_dir", str(out),
                            "--tokenizer_name_or_path", str(work / "tokenizer"),
                            "--train_files", str(work / "train.txt"), "--validation_files", str(work / "validation.txt"),
                            "--max_steps", "80", "--eval_steps", "40", "--save_steps", "80", "--disable_tqdm", "true"])

@@ -9,10 +9,10 @@ from unittest import mock
 import datasets
 from absl.testing import absltest, parameterized
 
-import quickstart_corpus
-from flags import UsageError
+from scripts import quickstart_corpus
+from t5kit.errors import UsageError
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 EMAIL_DIR = Path(sysconfig.get_paths()["stdlib"]) / "email"  # one package: a fast stand-in for the whole stdlib
 # Stand-in for collect_documents, so tests of the output folder skip the slow stdlib scan.
 FAKE_DOCUMENTS = [f"Document number {i} is one sentence of prose." for i in range(40)]
@@ -113,14 +113,15 @@ class BadInputTest(parameterized.TestCase):
         self.assertFalse(out.exists())
 
     def test_missing_output_dir_exits_2(self):
-        result = subprocess.run([sys.executable, str(REPO / "quickstart_corpus.py")], capture_output=True, text=True)
+        result = subprocess.run([sys.executable, "-m", "scripts.quickstart_corpus"], cwd=REPO, capture_output=True,
+                                text=True)
         self.assertEqual(result.returncode, 2)
         self.assertEqual(result.stderr.strip().splitlines()[-1],
                          "error: --output_dir is required: the folder to write train.txt and validation.txt to")
 
 
 def run_script(out):
-    return subprocess.run([sys.executable, str(REPO / "quickstart_corpus.py"), "--output_dir", str(out)],
+    return subprocess.run([sys.executable, "-m", "scripts.quickstart_corpus", "--output_dir", str(out)], cwd=REPO,
                           capture_output=True, text=True)
 
 

@@ -4,16 +4,13 @@ with --resume_from_checkpoint auto, and must end with weights bit-identical to t
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from absl.testing import absltest
 from safetensors.torch import load_file
 
-import checkpoint_manifest
-from test_fine_tune_t5 import tiny_flags
-from test_pre_train_t5 import TinyRunTestCase, tiny_run_flags
+from t5kit.train import checkpoint_manifest
+from tests.helpers import REPO, TinyRunTestCase, tiny_flags, tiny_run_flags
 
-REPO = Path(__file__).resolve().parents[1]
 MAX_STEPS = 12
 
 # The child process: pre_train_t5.py as on the command line, plus one test-only hook that SIGKILLs the process
@@ -21,7 +18,9 @@ MAX_STEPS = 12
 CHILD = """
 import os, signal, sys
 sys.path.insert(0, {repo!r})
-import importlib, transformers, checkpointing, checkpoint_manifest, flags, nonfinite_guard
+import importlib, transformers
+from t5kit import cli
+from t5kit.train import checkpointing, checkpoint_manifest, nonfinite_guard
 entry = importlib.import_module(os.environ.get("ENTRY", "pre_train_t5"))
 
 where, _, step = os.environ.get("KILL_AT", "").partition(":")
@@ -48,7 +47,7 @@ hooks = {{
 if where:
     kill_after(*hooks[where])
 sys.argv = [entry.__name__ + ".py", *sys.argv[1:]]
-flags.run_cli(entry.main)
+cli.run_cli(entry.main)
 """
 
 # (kill point, step) in order; each run resumes from what the previous one left.

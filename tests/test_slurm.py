@@ -1,6 +1,7 @@
 """slurm/*.sbatch under a faked SLURM environment (2 nodes x 4 GPUs), in dry-run mode: the exact launcher
 commands, the DeepSpeed hostfile, and shellcheck."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -8,7 +9,8 @@ from pathlib import Path
 
 from absl.testing import absltest, parameterized
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
+
 SCRIPTS = sorted(str(p.relative_to(REPO)) for p in (REPO / "slurm").glob("*.sbatch"))
 # Scripts that read the topology through slurm/topology.sh, which refuses to run outside a job.
 TOPOLOGY_SCRIPTS = [s for s in SCRIPTS if "slurm/topology.sh" in (REPO / s).read_text()]
@@ -63,6 +65,15 @@ class SlurmScriptsTest(parameterized.TestCase):
     def test_wandb_agents_command(self):
         command, _ = self.dry_run("slurm/wandb_sweep_agents.sbatch", "--dry-run", "me/t5/abc123", "5")
         self.assertEqual(command, "srun --ntasks 8 --gpus-per-task 1 wandb agent --count 5 me/t5/abc123")
+
+    def test_wandb_agents_dry_run_shows_one_output_folder_per_run(self):
+        """8 agents on a node: each run gets its own --output_dir from the run id the agent sets."""
+        self.env.update(PATH=f"{Path(sys.executable).parent}:{self.env['PATH']}",
+                        SWEEP_YAML="sweeps/glue_sst2_sweep.yaml")
+        _, stdout = self.dry_run("slurm/wandb_sweep_agents.sbatch", "me/t5/abc123", "5")
+        folders = re.findall(r"^run (\S+): output_dir: (\S+)$", stdout, flags=re.M)
+        self.assertEqual(folders, [(f"dry-run-agent{i}", f"runs/sweeps/glue_sst2_sweep/dry-run-agent{i}")
+                                   for i in range(8)])
 
     @parameterized.named_parameters(("env", "DRY_RUN=1", ()), ("flag", "--dry-run", ("--dry-run",)))
     def test_optuna_array_agent_command(self, _, leading_args):

@@ -15,12 +15,12 @@ import yaml
 from absl.testing import absltest, parameterized
 from optuna.trial import TrialState
 
-import flags
-import sweep
-from flags import UsageError
-from shared_data import require
+from t5kit.config import parsing
+from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
+from t5kit.errors import UsageError
+from t5kit.sweep import storage as sweep_storage
+from tests.helpers import REPO, require, run_sweep, snapshot
 
-REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "tests" / "fixtures" / "toy_program.py"
 AGENT_TIMEOUT_S = 240
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -41,11 +41,7 @@ def toy_space(**constants):
 
 def load_trials(out, study="toy", storage=None):
     storage = storage or f"sqlite:///{Path(out).resolve() / 'sweep.db'}"
-    return optuna.load_study(study_name=study, storage=sweep.sweep_storage.open_storage(storage)).get_trials()
-
-
-def snapshot(folder):
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+    return optuna.load_study(study_name=study, storage=sweep_storage.open_storage(storage)).get_trials()
 
 
 def start_agent(sweep_file, *args):
@@ -68,7 +64,7 @@ class RealProgramSweepTest(parameterized.TestCase):
                       **{name: {"value": value} for name, value in constants.items()}}
         path = write_sweep(folder, parameters, program=REPO / "pre_train_t5.py")
         out = folder / "out"
-        sweep.main([str(path), "--trials", "4", "--seed", "0", "--output_dir", str(out)])
+        run_sweep([str(path), "--trials", "4", "--seed", "0", "--output_dir", str(out)])
 
         trials = load_trials(out)
         self.assertEqual([t.state for t in trials], [TrialState.COMPLETE] * 4)
@@ -81,8 +77,7 @@ class RealProgramSweepTest(parameterized.TestCase):
         best = yaml.safe_load((out / "best_config.yaml").read_text())
         best_trial = min(trials, key=lambda t: t.value)
         self.assertEqual(best["learning_rate"], best_trial.user_attrs["flags"]["learning_rate"])
-        import pre_train_t5
-        (_, _, _, training_args), _ = flags.parse_flags(pre_train_t5.FLAG_CLASSES, [str(out / "best_config.yaml")])
+        (_, _, _, training_args) = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [str(out / "best_config.yaml")])
         self.assertEqual(training_args.learning_rate, best["learning_rate"])
         self.assertEqual(training_args.output_dir, str(out / "best_run"))
 
@@ -117,7 +112,7 @@ class SharedStudyTest(parameterized.TestCase):
         self.assertEqual([t.state for t in load_trials(folder / "out")],
                          [TrialState.COMPLETE, TrialState.RUNNING])
 
-        sweep.main([str(path), *args])
+        run_sweep([str(path), *args])
         trials = load_trials(folder / "out")
         self.assertEqual([t.state for t in trials], [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE])
         self.assertIn("died while the trial ran", trials[1].user_attrs["fail_reason"])
@@ -125,7 +120,7 @@ class SharedStudyTest(parameterized.TestCase):
     def test_failing_trial_is_recorded_and_the_sweep_goes_on(self):
         folder = Path(self.create_tempdir().full_path)
         path = write_sweep(folder, {"fail": {"values": [True, False]}, "evals": {"value": 1}}, method="grid")
-        sweep.main([str(path), "--output_dir", str(folder / "out"), "--seed", "0"])
+        run_sweep([str(path), "--output_dir", str(folder / "out"), "--seed", "0"])
         trials = {t.params["fail"]: t for t in load_trials(folder / "out")}
         self.assertEqual(trials[True].state, TrialState.FAIL)
         self.assertIn("toy failure on purpose", trials[True].user_attrs["fail_reason"])
@@ -145,7 +140,7 @@ class BadInputTest(parameterized.TestCase):
         path = write_sweep(self.dir, parameters, **top)
         before = snapshot(self.dir)
         with self.assertRaisesRegex(UsageError, message) as caught:
-            sweep.main([str(path), "--trials", "2", "--output_dir", str(self.dir / "out"), *extra])
+            run_sweep([str(path), "--trials", "2", "--output_dir", str(self.dir / "out"), *extra])
         self.assertNotIn("\n", str(caught.exception))
         self.assertEqual(snapshot(self.dir), before)
 
@@ -206,7 +201,7 @@ class BadInputTest(parameterized.TestCase):
     def test_short_help_exits_0_in_process(self):  # in process: a second interpreter start costs seconds
         out = io.StringIO()
         with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as caught:
-            sweep.main(["-h"])
+            run_sweep(["-h"])
         self.assertEqual(caught.exception.code, 0)
         self.assertIn("--storage", out.getvalue())
 
@@ -214,7 +209,7 @@ class BadInputTest(parameterized.TestCase):
         path = write_sweep(self.dir, toy_space(evals=1), metric={"name": "eval/accuracy", "goal": "maximize"})
         with self.assertRaisesRegex(UsageError, "metric 'eval_accuracy' of sweep.yaml is never reported by "
                                                 ".*toy_program.py; it reported: eval_loss"):
-            sweep.main([str(path), "--trials", "3", "--output_dir", str(self.dir / "out")])
+            run_sweep([str(path), "--trials", "3", "--output_dir", str(self.dir / "out")])
         self.assertEqual([t.state for t in load_trials(self.dir / "out")], [TrialState.FAIL])
 
     def test_command_line_exit_code_and_one_line_error(self):

@@ -1,19 +1,22 @@
-"""sweep_space.py: every shipped sweep maps onto its program's flags; W&B distributions map exactly; refusals."""
+"""sweep/space.py: every shipped sweep maps onto its program's flags; W&B distributions map exactly; refusals."""
 import math
+import os
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import optuna
 import yaml
 from absl.testing import absltest, parameterized
 
-import flags
-import sweep
-import sweep_space
-import sweep_trial
-from flags import UsageError
+from t5kit.config import parsing
+from t5kit.config.programs import FINETUNE_FLAG_CLASSES
+from t5kit.errors import UsageError
+from t5kit.sweep import space as sweep_space
+from t5kit.sweep import study as sweep_study
+from t5kit.sweep import trial as sweep_trial
+from tests.helpers import REPO, require
 
-REPO = Path(__file__).resolve().parents[1]
 SWEEP_FILES = sorted((REPO / "sweeps").glob("*.yaml"))
 SAMPLES = 4000
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -42,12 +45,31 @@ class ShippedSweepsTest(parameterized.TestCase):
         loaded = sweep_space.load_sweep(path)
         self.assertTrue((REPO / loaded.program).is_file())
         base = [str(REPO / c) for c in sweep_trial.base_config_files(list(loaded.command))]
-        flag_classes = sweep.load_program_flags(str(REPO / loaded.program))
-        sweep.check_parameters(loaded, flag_classes, base)  # names are flags; a sample parses
+        flag_classes = sweep_study.load_program_flags(str(REPO / loaded.program))
+        sweep_study.check_parameters(loaded, flag_classes, base)  # names are flags; a sample parses
         self.assertIsInstance(sweep_space.build_sampler(loaded), optuna.samplers.BaseSampler)
         self.assertTrue(loaded.metric.startswith("eval_"))
         if loaded.program == "fine_tune_t5.py":
             self.assertEqual(loaded.goal, "maximize")
+
+    @parameterized.named_parameters((path.stem, path) for path in SWEEP_FILES)
+    def test_concurrent_wandb_runs_get_their_own_folders(self, path):
+        """Two agents on one node: each run's command, parsed as the program parses it in the environment the agent
+        gives it (WANDB_RUN_ID), names its own --output_dir; no sweep forces overwriting one."""
+        loaded = sweep_space.load_sweep(path)
+        self.assertNotIn("overwrite_output_dir", [param.name for param in loaded.params])
+        if "pretrain" in path.stem:
+            require("wikitext-2-raw")  # the base config's training files
+        folders = []
+        for run_id in ("agent0-run1", "agent1-run1"):
+            constants = {param.name: param.constant for param in loaded.params if param.distribution is None}
+            argv, env = sweep_trial.wandb_agent_command(loaded.command, loaded.program, constants, run_id)
+            flag_args = argv[argv.index(loaded.program) + 1:]
+            with mock.patch.dict(os.environ, env):
+                flags_of_run = parsing.parse_flags(sweep_study.load_program_flags(str(REPO / loaded.program)),
+                                                 [str(REPO / a) if a.endswith(".yaml") else a for a in flag_args])
+            folders.append(flags_of_run[-1].output_dir)
+        self.assertEqual(folders, [f"runs/sweeps/{loaded.name}/agent0-run1", f"runs/sweeps/{loaded.name}/agent1-run1"])
 
     def test_every_glue_task_has_a_sweep(self):
         names = {p.stem for p in SWEEP_FILES}
@@ -147,19 +169,18 @@ class SamplerPrunerTest(parameterized.TestCase):
 
 
 class AgentArgsTest(parameterized.TestCase):
-    """What `wandb agent` passes (--name=value after the base config) parses through flags.parse_flags."""
+    """What `wandb agent` passes (--name=value after the base config) parses through parsing.parse_flags."""
 
     @parameterized.named_parameters(("args", "${args}"), ("no_boolean_flags", "${args_no_boolean_flags}"))
     def test_agent_flags_parse(self, macro):
-        import fine_tune_t5
         values = {"model_name_or_path": "google-t5/t5-small", "learning_rate": 3e-4,
                   "per_device_train_batch_size": 16, "overwrite_output_dir": True,
                   "lr_scheduler_type": "linear", "do_predict": False}
         argv = sweep_trial.expand_command(["${program}", str(REPO / "configs/glue/sst2.yaml"), macro], "p.py",
                                           values, None)[1:]
-        (_, data_args, training_args), resolved = flags.parse_flags(fine_tune_t5.FLAG_CLASSES, argv)
+        (_, data_args, training_args) = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
         self.assertEqual(data_args.dataset_name, "sst2")
-        self.assertEqual(resolved["learning_rate"], 3e-4)
+        self.assertEqual(training_args.learning_rate, 3e-4)
         self.assertEqual(training_args.per_device_train_batch_size, 16)
         self.assertTrue(training_args.overwrite_output_dir)
         self.assertFalse(training_args.do_predict)
@@ -180,16 +201,19 @@ class RefusalsTest(parameterized.TestCase):
         ("unknown_distribution", {}, {"a": {"distribution": "log_unifrom", "min": 1, "max": 2}},
          "unknown distribution 'log_unifrom' in parameter 'a'; did you mean 'log_uniform'"),
         ("min_above_max", {}, {"a": {"distribution": "uniform", "min": 2, "max": 1}}, "min 2 > max 1"),
-        ("probabilities", {}, {"a": {"values": [1, 2], "probabilities": [0.2, 0.8]}}, "probabilities"),
+        ("probabilities", {}, {"a": {"values": [1, 2], "probabilities": [0.2, 0.8]}},
+         "unsupported W&B feature: probabilities in parameter 'a'"),
         ("nested", {}, {"a": {"parameters": {"b": {"value": 1}}}}, "nested parameters"),
         ("strict_hyperband", {"early_terminate": {"type": "hyperband", "min_iter": 1, "strict": True}},
-         {"a": {"values": [1]}}, "strict"),
+         {"a": {"values": [1]}}, "unsupported W&B feature early_terminate.strict"),
         ("envelope", {"early_terminate": {"type": "envelope"}}, {"a": {"values": [1]}}, "type 'envelope'"),
         ("controller", {"controller": {"type": "local"}}, {"a": {"values": [1]}}, "key 'controller'"),
         ("grid_continuous", {"method": "grid"}, {"a": {"distribution": "uniform", "min": 0, "max": 1}},
          "grid cannot enumerate distribution 'uniform'"),
-        ("no_metric", {"metric": None}, {"a": {"values": [1]}}, "needs metric"),
-        ("log_of_zero", {}, {"a": {"distribution": "log_uniform_values", "min": 0, "max": 1}}, "min > 0"),
+        ("no_metric", {"metric": None}, {"a": {"values": [1]}},
+         r"needs metric: \{name: eval_\.\.\., goal: minimize\|maximize\}"),
+        ("log_of_zero", {}, {"a": {"distribution": "log_uniform_values", "min": 0, "max": 1}},
+         "log_uniform_values needs min > 0, got 0"),
         ("list_value", {}, {"a": {"values": [[1, 2]]}}, "one scalar per flag"),
     )
     def test_refused_by_name(self, top, parameters, message):

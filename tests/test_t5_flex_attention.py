@@ -11,10 +11,9 @@ from torch.nn.attention.flex_attention import flex_attention
 from transformers import T5Config, T5ForConditionalGeneration
 from transformers.masking_utils import bidirectional_mask_function, causal_mask_function
 
-import modeling
-import t5_flex_attention
-from flags import UsageError
-from run_flags import ModelArguments
+from t5kit.config.arguments import ModelArguments
+from t5kit.errors import UsageError
+from t5kit.model import building, t5_flex_attention
 
 
 def tiny_t5():
@@ -210,16 +209,17 @@ class GpuGenerationTest(parameterized.TestCase):
 
         with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=[("Tesla T4", (7, 5))]):
             with self.assertRaisesRegex(UsageError, "GPU 0, Tesla T4, is 7.5"):
-                modeling.build_model(args("t5_flex"), Tokenizer())
-            self.assertEqual(modeling.build_model(args(other), Tokenizer()).config._attn_implementation, other)
-            flex_on_cpu = modeling.build_model(args("t5_flex"), Tokenizer(), use_cpu=True)
+                building.build_model(args("t5_flex"), Tokenizer())
+            self.assertEqual(building.build_model(args(other), Tokenizer()).config._attn_implementation, other)
+            flex_on_cpu = building.build_model(args("t5_flex"), Tokenizer(), use_cpu=True)
             self.assertEqual(flex_on_cpu.config._attn_implementation, "t5_flex")
 
 
 class FlagTest(absltest.TestCase):
 
     def test_unknown_attention_implementation_names_the_flag_and_choices(self):
-        with self.assertRaisesRegex(UsageError, r"unknown --attn_implementation 'flash'; choices: sdpa, eager, "
+        with self.assertRaisesRegex(UsageError, r"--attn_implementation='flash' is not a valid choice; choices: sdpa, "
+                                                r"eager, "
                                                 r"t5_flex"):
             ModelArguments(model_size="t5-tiny", tokenizer_name_or_path="t5", attn_implementation="flash")
 

@@ -3,12 +3,11 @@ import os
 from pathlib import Path
 from unittest import mock
 
+import yaml
 from absl.testing import absltest
 
-import pre_train_t5
-from flags import UsageError
-from shared_data import require
-from test_pre_train_t5 import tiny_run_flags
+from t5kit.errors import UsageError
+from tests.helpers import pre_train, require, tiny_run_flags
 
 SECRET = "hf_TopSecretToken123"
 
@@ -37,12 +36,18 @@ class TrackingTest(absltest.TestCase):
                "WANDB_RUN_GROUP": "tests"}
         before = self.wandb_runs()
         with mock.patch.dict(os.environ, env):
-            pre_train_t5.main(tiny_run_flags(str(self.dir / "out"), self.corpus, max_steps=2, report_to="wandb",
+            pre_train(tiny_run_flags(str(self.dir / "out"), self.corpus, max_steps=2, report_to="wandb",
                                              run_name="tiny-wandb"))
         import wandb
-        flags = dict(wandb.run.config["flags"])
-        self.assertEqual((flags["input_length"], flags["noise_density"], flags["run_name"]), (64, 0.15, "tiny-wandb"))
-        self.assertEqual(flags["train_files"], [self.corpus])
+        config = dict(wandb.run.config)
+        record = yaml.safe_load((self.dir / "out" / "config.yaml").read_text())
+        # The W&B run config holds what config.yaml holds: every flag as the run used it, and the derived values.
+        for key, value in record.items():
+            self.assertEqual(config[key], value, key)
+        self.assertEqual((config["input_length"], config["noise_density"], config["run_name"]),
+                         (64, 0.15, "tiny-wandb"))
+        self.assertEqual(config["train_files"], [self.corpus])
+        self.assertEqual(config["derived"]["global_batch_size"], 4)
         wandb.finish()  # as at process exit: the run folder is complete now
         run_dirs = list(self.wandb_runs() - before)
         self.assertLen(run_dirs, 1)
@@ -53,7 +58,7 @@ class TrackingTest(absltest.TestCase):
     def test_tensorboard_and_wandb_together(self):
         before = self.wandb_runs()
         with mock.patch.dict(os.environ, {"WANDB_MODE": "offline", "WANDB_DIR": str(self.WANDB_DIR)}):
-            pre_train_t5.main(tiny_run_flags(str(self.dir / "out"), self.corpus, max_steps=2,
+            pre_train(tiny_run_flags(str(self.dir / "out"), self.corpus, max_steps=2,
                                              report_to="tensorboard,wandb"))
         self.assertNotEmpty(list((self.dir / "out").rglob("events.out.tfevents.*")))
         self.assertLen(self.wandb_runs() - before, 1)
@@ -61,7 +66,7 @@ class TrackingTest(absltest.TestCase):
 
     def test_hub_token_flag_is_refused(self):
         with self.assertRaisesRegex(UsageError, "--hub_token would be recorded with the run.*HF_TOKEN"):
-            pre_train_t5.main(tiny_run_flags(str(self.dir / "out"), self.corpus, hub_token=SECRET))
+            pre_train(tiny_run_flags(str(self.dir / "out"), self.corpus, hub_token=SECRET))
         self.assertFalse((self.dir / "out").exists())
 
 

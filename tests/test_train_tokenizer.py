@@ -11,11 +11,11 @@ import transformers
 from absl.testing import absltest, parameterized
 from tokenizers import Tokenizer, models
 
-import quickstart_corpus
-import modeling
-import train_tokenizer
-from flags import UsageError
-from shared_data import require
+from scripts import quickstart_corpus
+from t5kit.config.tokenizer_arguments import TokenizerArguments
+from t5kit.errors import UsageError
+from t5kit.model import building, tokenizer_training
+from tests.helpers import REPO, require, snapshot, train_tokenizer
 
 PIECES = 1000
 # Real sentences (stdlib documentation and Austen's Emma), plain ASCII so the round trip is exact.
@@ -24,12 +24,6 @@ SENTENCES = (
     ("emma", "Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy disposition."),
     ("numbers", "The header was folded at 78 characters, as RFC 2822 recommends."),
 )
-REPO = Path(__file__).resolve().parents[1]
-
-
-def snapshot(folder):
-    """Every path under `folder` (files with their bytes), to show a refused run left no file or temp folder."""
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in Path(folder).rglob("*")}
 
 
 @functools.lru_cache(maxsize=None)
@@ -52,7 +46,7 @@ class TrainedTokenizerTest(parameterized.TestCase):
         cls.documents = email_documents()
         cls.corpus = write_lines(Path(cls.tmp.name) / "corpus.txt", cls.documents)
         cls.out = Path(cls.tmp.name) / "tokenizer"
-        train_tokenizer.main(["--train_files", str(cls.corpus), "--output_dir", str(cls.out),
+        train_tokenizer(["--train_files", str(cls.corpus), "--output_dir", str(cls.out),
                               "--vocab_size", str(PIECES)])
 
     @classmethod
@@ -69,7 +63,7 @@ class TrainedTokenizerTest(parameterized.TestCase):
         self.assertLen(tokenizer, PIECES + 100)
         self.assertEqual(tokenizer.convert_tokens_to_ids("<extra_id_0>"), len(tokenizer) - 1)
         self.assertEqual(tokenizer.convert_tokens_to_ids("<extra_id_99>"), PIECES)
-        self.assertEqual(modeling.check_t5_tokenizer(tokenizer, "trained"),
+        self.assertEqual(building.check_t5_tokenizer(tokenizer, "trained"),
                          list(range(PIECES + 99, PIECES - 1, -1)))
 
     @parameterized.named_parameters(*SENTENCES)
@@ -100,11 +94,11 @@ class TrainedTokenizerTest(parameterized.TestCase):
 
 class RealT5Test(absltest.TestCase):
     def test_construction_reproduces_t5(self):
-        tokenizer = train_tokenizer.build_t5_tokenizer(str(require("t5_spiece/spiece.model")))
+        tokenizer = tokenizer_training.build_t5_tokenizer(str(require("t5_spiece/spiece.model")))
         ids = tokenizer("Studies have shown that owning a dog is good for you")["input_ids"]
         self.assertEqual(ids, [6536, 43, 2008, 24, 293, 53, 3, 9, 1782, 19, 207, 21, 25, 1])
         self.assertLen(tokenizer, 32100)
-        self.assertEqual(modeling.check_t5_tokenizer(tokenizer, "t5")[:2], [32099, 32098])
+        self.assertEqual(building.check_t5_tokenizer(tokenizer, "t5")[:2], [32099, 32098])
 
 
 class CheckTokenizerTest(parameterized.TestCase):
@@ -117,7 +111,7 @@ class CheckTokenizerTest(parameterized.TestCase):
             tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")), unk_token="<unk>",
             eos_token="</s>", pad_token="<pad>" if "<pad>" in vocab else None)
         with self.assertRaisesRegex(UsageError, f"tokenizer word-level {message}.*train_tokenizer.py"):
-            modeling.check_t5_tokenizer(tokenizer, "word-level")
+            building.check_t5_tokenizer(tokenizer, "word-level")
 
 
 class BadInputTest(parameterized.TestCase):
@@ -140,7 +134,7 @@ class BadInputTest(parameterized.TestCase):
         ("blank_file", ["--train_files", "{tmp}/blank.txt"], "--train_files .*blank.txt contain no text"),
         ("vocab_below_floor", ["--vocab_size", "50"], "--vocab_size 50 is too small; use at least 97"),
         ("vocab_above_text", ["--vocab_size", "100000"], "--vocab_size 100000 is more than .*at most \\d+"),
-        ("bpe", ["--model_type", "bpe"], "--model_type 'bpe' is not supported; use 'unigram'"),
+        ("bpe", ["--model_type", "bpe"], "--model_type='bpe' is not a valid choice; choices: unigram"),
         ("coverage", ["--character_coverage", "1.5"], "--character_coverage 1.5 must be in"),
         ("typo", ["--vocab_sise", "100"], "unknown flag '--vocab_sise' .*did you mean '--vocab_size'"),
         ("sentence_size_10", ["--input_sentence_size", "10"], "--input_sentence_size 10 must be 0 .*at least 101"),
@@ -161,7 +155,7 @@ class BadInputTest(parameterized.TestCase):
         before = snapshot(self.tmp)
         argv = ["--train_files", str(self.text), "--output_dir", str(self.out), "--overwrite_output_dir"]
         with self.assertRaisesRegex(UsageError, message):
-            train_tokenizer.main(argv + [arg.format(tmp=self.tmp) for arg in extra])
+            train_tokenizer(argv + [arg.format(tmp=self.tmp) for arg in extra])
         self.assertEqual(snapshot(self.tmp), before)
 
     def test_non_empty_output_exits_2(self):
@@ -184,11 +178,11 @@ class BadInputTest(parameterized.TestCase):
 
     @parameterized.named_parameters(("all_lines", 0), ("minimum", 101))
     def test_input_sentence_size_accepted(self, size):
-        args = train_tokenizer.TokenizerArguments(train_files=["a.txt"], output_dir="out", input_sentence_size=size)
+        args = TokenizerArguments(train_files=["a.txt"], output_dir="out", input_sentence_size=size)
         self.assertEqual(args.input_sentence_size, size)
 
     def test_overwrite_replaces_folder(self):
-        train_tokenizer.main(["--train_files", str(self.text), "--output_dir", str(self.out), "--vocab_size", "300",
+        train_tokenizer(["--train_files", str(self.text), "--output_dir", str(self.out), "--vocab_size", "300",
                               "--overwrite_output_dir"])
         self.assertNotIn("keep.txt", [p.name for p in self.out.iterdir()])
         self.assertLen(transformers.AutoTokenizer.from_pretrained(self.out), 400)

@@ -5,20 +5,16 @@ from unittest import mock
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from absl.testing import absltest, parameterized
+from safetensors.torch import load_file
 from transformers import Seq2SeqTrainer, T5Config, T5ForConditionalGeneration
 from transformers.optimization import Adafactor
 
-import flags
-import modeling
-import param_groups
-import pre_train_t5
-from flags import UsageError
-from flag_checks import with_non_blocking_copies
-from run_flags import T5TrainingArguments
-from shared_data import require
-from test_pre_train_t5 import tiny_run_flags
+from t5kit.config.checks import with_non_blocking_copies
+from t5kit.errors import UsageError
+from t5kit.model import building
+from t5kit.optim import param_groups
+from tests.helpers import pre_train, require, tiny_run_flags, training_args
 
 
 def tiny_model():
@@ -27,14 +23,8 @@ def tiny_model():
     return T5ForConditionalGeneration(config)
 
 
-def training_args(*argv):
-    (args,), _ = flags.parse_flags((T5TrainingArguments,), ["--output_dir", "/tmp/unused", "--use_cpu", "true",
-                                                             *argv])
-    return args
-
-
 class PositionBiasDtypeTest(absltest.TestCase):
-    """modeling.cast_position_bias_under_autocast: SDPA gets one dtype under autocast, fp32 is untouched; and the
+    """building.cast_position_bias_under_autocast: SDPA gets one dtype under autocast, fp32 is untouched; and the
     mask SDPA gets has a contiguous last dimension. Both are conditions of SDPA's fused kernels: without either,
     every T5 attention runs the unfused math path (transformers < 5.20 passed a permuted bias: 125 vs 102 ms per
     t5-base step on an H100)."""
@@ -62,7 +52,7 @@ class PositionBiasDtypeTest(absltest.TestCase):
 
         fp32_before, bf16_before = logits(False), logits(True)
         self.assertIn((torch.bfloat16, torch.float32), seen)  # the mismatch that keeps SDPA off its fused kernels
-        modeling.cast_position_bias_under_autocast(model)
+        building.cast_position_bias_under_autocast(model)
         fp32_after, bf16_after = logits(False), logits(True)
         self.assertEqual(set(seen), {(torch.bfloat16, torch.bfloat16)})
         self.assertEqual(len(seen), 3 * 2)  # encoder self, decoder self and cross attention in each of 2 layers
@@ -75,12 +65,12 @@ class PositionBiasDtypeTest(absltest.TestCase):
 
 
 class UnfusedAttentionWarningTest(parameterized.TestCase):
-    """modeling.warn_if_t5_attention_runs_unfused: an older transformers than requirements.txt asks for is named."""
+    """building.warn_if_t5_attention_runs_unfused: an older transformers than requirements.txt asks for is named."""
 
     @parameterized.named_parameters(("older", "5.17.0"), ("first_release_before", "5.19.2"))
     def test_older_transformers_is_named_with_the_fix(self, version):
-        with self.assertLogs("modeling", level="WARNING") as logs:
-            modeling.warn_if_t5_attention_runs_unfused(version)
+        with self.assertLogs("t5kit.model.building", level="WARNING") as logs:
+            building.warn_if_t5_attention_runs_unfused(version)
         self.assertEqual(len(logs.output), 1)
         self.assertIn(f"transformers {version} gives SDPA a non-contiguous T5 position-bias mask", logs.output[0])
         self.assertIn("pip install 'transformers>=5.20'", logs.output[0])
@@ -88,12 +78,12 @@ class UnfusedAttentionWarningTest(parameterized.TestCase):
     @parameterized.named_parameters(("first_fixed", "5.20.0"), ("newer", "5.23.0"), ("dev", "5.24.0.dev0"))
     def test_fixed_transformers_is_quiet(self, version):
         with self.assertNoLogs("modeling", level="WARNING"):
-            modeling.warn_if_t5_attention_runs_unfused(version)
+            building.warn_if_t5_attention_runs_unfused(version)
 
 
 class NonBlockingCopiesTest(parameterized.TestCase):
     """Batches go to the device with non-blocking copies by default: a blocking copy would wait for the steps queued
-    before it, one GPU sync per step (flag_checks.with_non_blocking_copies)."""
+    before it, one GPU sync per step (config/checks.with_non_blocking_copies)."""
 
     def test_trainers_data_loader_copies_without_blocking_by_default(self):
         trainer = Seq2SeqTrainer(model=tiny_model(), args=training_args(),
@@ -134,7 +124,7 @@ class ParamGroupsTest(parameterized.TestCase):
         self.assertEqual(sum(len(g["params"]) for g in optimizer.param_groups), len(list(model.parameters())))
 
     def test_group_sizes_are_logged(self):
-        with self.assertLogs("param_groups", level="INFO") as logs:
+        with self.assertLogs("t5kit.optim.param_groups", level="INFO") as logs:
             param_groups.build_param_groups(tiny_model(), ["shared=1e-3", ".*=1e-4"], weight_decay=0.0)
         shared = next(line for line in logs.output if "group shared (decay)" in line)
         self.assertIn(f"{64 * 16} parameters", shared)
@@ -179,7 +169,7 @@ class TrainingFeaturesEndToEndTest(absltest.TestCase):
 
     def run_logs(self, name, **overrides):
         out = Path(self.create_tempdir().full_path) / name
-        pre_train_t5.main(tiny_run_flags(str(out), self.corpus, max_steps=6, **overrides))
+        pre_train(tiny_run_flags(str(out), self.corpus, max_steps=6, **overrides))
         history = json.loads((out / "metrics.json").read_text())["log_history"]
         return [entry for entry in history if "loss" in entry]
 
@@ -198,7 +188,7 @@ class TrainingFeaturesEndToEndTest(absltest.TestCase):
 
     def final_weights(self, name, **overrides):
         out = Path(self.create_tempdir().full_path) / name
-        pre_train_t5.main(tiny_run_flags(str(out), self.corpus, max_steps=1, optim="sgd", **overrides))
+        pre_train(tiny_run_flags(str(out), self.corpus, max_steps=1, optim="sgd", **overrides))
         return torch.cat([t.flatten() for t in load_file(out / "model.safetensors").values()])
 
     def test_clipping_bounds_the_update(self):

@@ -1,0 +1,63 @@
+"""How an entry script's `__main__` runs main(): a UsageError becomes one `error:` line and exit code 2, and a
+distributed run leaves its process group without the interpreter's teardown.
+
+    if __name__ == "__main__":
+        cli.run_cli(main)
+"""
+import atexit
+import os
+import sys
+import threading
+
+from t5kit.errors import UsageError
+
+
+def run_cli(main):
+    """Runs main() for `__main__`: a UsageError becomes one `error:` line and exit code 2; a run that finished,
+    or stopped cleanly for pre-emption (SystemExit 0, train/preemption.py), leaves its process group. A process
+    that was in a group then ends without the interpreter's teardown (exit_before_teardown). Any other exception
+    is a bug and keeps its traceback (exit code 1)."""
+    try:
+        main()
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        if in_process_group():  # refused after the launcher's group was formed: the group is not left (see below)
+            exit_before_teardown(2)
+        sys.exit(2)
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            raise
+    if in_process_group():
+        leave_process_group()
+        exit_before_teardown(0)
+
+
+def in_process_group():
+    """Whether this process is in a torch.distributed group; imports no torch if nothing has (flag parsing)."""
+    distributed = sys.modules.get("torch.distributed")
+    return bool(distributed and distributed.is_available() and distributed.is_initialized())
+
+
+def leave_process_group():
+    """Destroys the distributed process group. Only after success: a rank leaving while another is still inside a
+    collective could hang it."""
+    import torch.distributed
+
+    torch.distributed.destroy_process_group()
+
+
+def exit_before_teardown(code):
+    """Ends a distributed process with `code` as Python's own exit does (threads joined, atexit handlers run: logs,
+    W&B, read-ahead threads, streams flushed) but without tearing the interpreter down.
+
+    Why: a gloo worker thread may still be releasing the tensors of the last collective. destroy_process_group does
+    not stop it while DeepSpeed or accelerate still hold the group, and if it takes the GIL once the teardown has
+    begun, the rank aborts ("terminate called without an active exception", SIGABRT, a failed launch; PyTorch
+    checks Py_IsInitialized but not finalization, pytorch/pytorch#190489)."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()  # private, but the only way to run the handlers without the teardown that follows
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

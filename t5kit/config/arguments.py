@@ -1,0 +1,130 @@
+"""The flag dataclasses every entry script shares: the model and the training run (HF names wherever HF has one).
+pretrain_arguments.py and finetune_arguments.py hold each script's own; programs.py says which script takes which.
+
+Each field's help gives its meaning, default and interactions; a field with a fixed set of values declares it once,
+as `choices` in its metadata: argparse, the YAML checks, --help and `check_choices` all read it there.
+`__post_init__` validates once, before any model or data is loaded, and raises UsageError with the fix.
+"""
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import Seq2SeqTrainingArguments
+
+import constants
+from t5kit.config import checks, launch_checks, parsing
+from t5kit.errors import UsageError, one_line
+
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "t5_flex")
+NAN_POLICIES = ("stop", "skip")
+
+
+def check_choices(instance):
+    """Refuses a value outside its field's declared choices (a dataclass built in code, not through the parser)."""
+    for f in dataclasses.fields(instance):
+        choices = f.metadata.get("choices")
+        value = getattr(instance, f.name)
+        if choices and value is not None and value not in choices:
+            raise UsageError(parsing.invalid_choice_message(f.name, value, choices))
+
+
+def check_positive(flag, value):
+    """Refuses a count flag below 1 (None means unset)."""
+    if value is not None and value < 1:
+        raise UsageError(f"--{flag}={value} must be >= 1 (leave it unset for no limit)")
+
+
+def check_data_files(flag, paths):
+    """Refuses missing, empty or unsupported local data files, naming the flag."""
+    for path in paths or []:
+        path = Path(path)
+        if not path.is_file():
+            raise UsageError(f"{flag}: file {path} not found")
+        if path.stat().st_size == 0:
+            raise UsageError(f"{flag}: file {path} is empty")
+        if path.suffix.lower() not in constants.FILE_BUILDERS:
+            raise UsageError(f"{flag}: unsupported file type {path.suffix!r} for {path}; "
+                             f"use one of {', '.join(constants.FILE_BUILDERS)}")
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(default=None, metadata={
+        "help": "Hub name or local folder of a T5 model to continue from. Unset: random init from --model_size."})
+    model_size: str = field(default="t5-small", metadata={
+        "help": "Architecture preset for random init (ignored with --model_name_or_path).",
+        "choices": tuple(constants.MODEL_SIZE_PRESETS)})
+    tokenizer_name_or_path: str = field(default=None, metadata={
+        "help": "Hub name or local folder of the tokenizer (needs T5's <extra_id_N> sentinels). "
+                "Defaults to --model_name_or_path; required for random init (see train_tokenizer.py)."})
+    dropout_rate: float = field(default=0.0, metadata={
+        "help": "Dropout for random init. 0.0 as in T5 v1.1 pre-training; fine-tuning from a model keeps its own."})
+    attn_implementation: str = field(default="sdpa", metadata={
+        "help": "T5 attention kernels: sdpa (PyTorch's fused kernels), eager (plain matmuls), or t5_flex "
+                "(FlexAttention for unpadded encoder self-attention on an Ampere or newer GPU, SDPA elsewhere; "
+                "see model/t5_flex_attention.py).", "choices": ATTN_IMPLEMENTATIONS})
+    cache_dir: str = field(default=None, metadata={"help": "Where hub downloads are stored (HF default if unset)."})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "Allow a hub model/dataset to run its own code. Off: only turn it on for repos you trust."})
+
+    def __post_init__(self):
+        check_choices(self)
+        if self.tokenizer_name_or_path is None:
+            if self.model_name_or_path is None:
+                raise UsageError("--tokenizer_name_or_path is required for random init; train one with "
+                                 "train_tokenizer.py or pass a T5 tokenizer name/folder")
+            self.tokenizer_name_or_path = self.model_name_or_path
+        if not 0.0 <= self.dropout_rate < 1.0:
+            raise UsageError(f"--dropout_rate={self.dropout_rate} must be in [0, 1)")
+
+
+@dataclass
+class T5TrainingArguments(Seq2SeqTrainingArguments):
+    """Seq2SeqTrainingArguments plus what transformers 5.x dropped and our runs need."""
+
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Allow writing into a non-empty --output_dir. Without it a non-empty folder is refused."})
+    bf16: bool = field(default=None, metadata={
+        "help": "bf16 mixed precision. Unset: on where the GPU supports it (Ampere or newer), off elsewhere. "
+                "On CPU, --use_cpu true --bf16 true uses bf16 autocast."})
+    param_group_lr: list[str] = field(default=None, metadata={
+        "help": "Per-parameter-group learning rates, 'REGEX=LR' items matched against parameter names in order, "
+                "first match wins: --param_group_lr 'lm_head|shared=1e-3' '.*=1e-4' (or one comma-separated "
+                "string, or a YAML list). Every parameter must match some item; each item must match something."})
+    nan_policy: str = field(default="stop", metadata={
+        "help": "What a NaN/inf training loss (or NaN/inf gradient norm) does: stop (default; raise naming the "
+                "step, before the bad update reaches any checkpoint: the last one stays the last good state) or skip "
+                "(drop that optimizer step's update, count it in the logs as skipped_nonfinite_steps; not with "
+                "--deepspeed). See train/nonfinite_guard.py.", "choices": NAN_POLICIES})
+    logging_nan_inf_filter: bool = field(default=False, metadata={
+        "help": "HF's filter of non-finite losses out of the logged loss. Off by default: it reads every step's "
+                "loss on the host (a GPU sync per step), and --nan_policy stops on such a loss or, with skip, "
+                "filters it on the device."})
+
+    def __post_init__(self):
+        check_choices(self)
+        if not self.output_dir:
+            raise UsageError("--output_dir is required (where config.yaml, metrics.json and the model go)")
+        # $VAR in --output_dir: one folder per W&B sweep run (runs/sweeps/NAME/${WANDB_RUN_ID}).
+        self.output_dir = checks.expand_environment("--output_dir", self.output_dir)
+        if self.hub_token:
+            raise UsageError("--hub_token would be recorded with the run (W&B stores the command line, Trainer "
+                             "pickles its arguments); set the HF_TOKEN environment variable instead")
+        if isinstance(self.report_to, str) and "," in self.report_to:
+            self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
+        checks.check_report_to(self.report_to)
+        checks.check_training_numbers(self)
+        # The Trainer checks again with accelerate's DeepSpeed config too; --deepspeed is known here already.
+        checks.check_nan_policy(self.nan_policy, deepspeed=bool(self.deepspeed))
+        self.bf16 = checks.check_precision(self.bf16, self.fp16, self.use_cpu)
+        self.accelerator_config = checks.with_non_blocking_copies(self.accelerator_config,
+                                                                  self.dataloader_pin_memory)
+        launch_checks.check_launch_configs(self)
+        try:
+            super().__post_init__()
+        except ValueError as err:  # HF's own validation of flag combinations: bad input, on one line
+            raise UsageError(one_line(err)) from None
+
+    def trains(self):
+        """Whether the entry script trains (pre-training always does; fine-tuning unless --do_train false)."""
+        return True

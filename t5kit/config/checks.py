@@ -1,0 +1,102 @@
+"""Checks of training flags that take more than a line, run by T5TrainingArguments.__post_init__ (arguments.py)
+before any model or data is loaded; each raises UsageError with the fix."""
+import json
+import os
+import re
+from pathlib import Path
+
+from t5kit.errors import UsageError
+
+
+def check_report_to(report_to):
+    """Refuses an unknown --report_to name now, not when the Trainer is built (after config.yaml is written)."""
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    names = [report_to] if isinstance(report_to, str) else report_to or []
+    for name in names:
+        if name not in (*INTEGRATION_TO_CALLBACK, "all", "none"):
+            raise UsageError(f"--report_to {name!r} is not a tracker transformers knows; choices: "
+                             f"{', '.join(INTEGRATION_TO_CALLBACK)}, all, none")
+
+
+def check_training_numbers(args):
+    """Refuses batch sizes, accumulation, beams and lengths below 1, a negative learning rate, and a training run
+    of no steps: HF would fail later (a ZeroDivisionError, an optimizer error) or 'finish' without training."""
+    for flag in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
+                 "generation_num_beams", "generation_max_length"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag}={value} must be >= 1")
+    if args.learning_rate < 0:
+        raise UsageError(f"--learning_rate={args.learning_rate} must be >= 0")
+    if args.max_steps == 0 or args.max_steps < -1:
+        raise UsageError(f"--max_steps={args.max_steps}: pass a number of optimizer steps > 0, or -1 to train "
+                         "for --num_train_epochs")
+    if args.trains() and args.max_steps == -1 and not args.num_train_epochs > 0:
+        raise UsageError(f"--num_train_epochs={args.num_train_epochs} trains nothing; pass a number of epochs > 0 "
+                         "or --max_steps N")
+
+
+def with_non_blocking_copies(accelerator_config, pin_memory):
+    """HF's --accelerator_config with non_blocking on by default (with --dataloader_pin_memory, HF's default). Off,
+    accelerate copies each batch to the GPU with a blocking copy, which waits for every step queued before it: one
+    GPU sync per step, during which the GPU idles while the host fetches (and, with no loader workers, collates)
+    the next batch and launches the next step. Pinned batches copy asynchronously and safely (torch keeps a pinned
+    block until its copy has run). A value the user set, or a JSON file they name, is kept as it is."""
+    if isinstance(accelerator_config, str) and accelerator_config.lstrip().startswith("{"):
+        try:
+            accelerator_config = json.loads(accelerator_config)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"--accelerator_config is not valid JSON ({err}); pass a JSON object or a JSON file")
+    if isinstance(accelerator_config, str) and not Path(accelerator_config).is_file():
+        raise UsageError(f"--accelerator_config {accelerator_config}: no such JSON file; pass a JSON file or an "
+                         "object like '{\"non_blocking\": true}'")
+    if accelerator_config is None:
+        accelerator_config = {}
+    if isinstance(accelerator_config, dict):
+        accelerator_config = {"non_blocking": bool(pin_memory), **accelerator_config}
+    return accelerator_config
+
+
+def check_precision(bf16, fp16, use_cpu):
+    """Returns the bf16 setting: refuses fp16 with bf16 and bf16 the hardware lacks; defaults to bf16 on GPUs
+    that have it (T5 was trained in bf16 and overflows in fp16)."""
+    import torch
+
+    if bf16 and fp16:
+        raise UsageError("--bf16 and --fp16 are both set; pick one (bf16 where the hardware has it: T5 activations "
+                         "overflow in fp16)")
+    on_gpu = torch.cuda.is_available() and not use_cpu
+    gpu_has_bf16 = on_gpu and torch.cuda.is_bf16_supported()
+    if bf16 is None:
+        return bool(gpu_has_bf16 and not fp16)
+    if bf16 and on_gpu and not gpu_has_bf16:
+        raise UsageError("--bf16 true but this GPU has no bf16 (needs Ampere or newer); use --fp16 true or fp32")
+    if bf16 and not on_gpu and not use_cpu:
+        raise UsageError("--bf16 true needs a GPU with bf16, or --use_cpu true for bf16 autocast on the CPU")
+    return bool(bf16)
+
+
+def check_nan_policy(policy, deepspeed):
+    """--nan_policy skip cannot undo a DeepSpeed step (train/nonfinite_guard.py); checked at parse time with
+    --deepspeed, and again by the trainer with accelerate's DeepSpeed config."""
+    if policy == "skip" and deepspeed:
+        raise UsageError("--nan_policy skip cannot undo a DeepSpeed step (the engine steps inside backward); "
+                         "use --nan_policy stop")
+
+
+ENVIRONMENT_VARIABLE = re.compile(r"\$(\w+|\{(\w+)\})")
+
+
+def expand_environment(flag, value):
+    """$VAR and ${VAR} replaced by their environment values, so that one config gives each W&B sweep run its own
+    folder (`--output_dir runs/sweeps/NAME/${WANDB_RUN_ID}`, the id the agent sets per run). A variable that is not
+    set is refused: expanding it to nothing would make concurrent runs share a folder."""
+    def lookup(match):
+        name = match.group(2) or match.group(1)
+        if name not in os.environ:
+            raise UsageError(f"{flag} {value} names ${name}, which is not set in the environment; set it, or write "
+                             "the path out")
+        return os.environ[name]
+
+    return ENVIRONMENT_VARIABLE.sub(lookup, value) if isinstance(value, str) else value

@@ -1,0 +1,135 @@
+"""The flags fine_tune_t5.py adds to the shared ones: tasks, their data and the fine-tuning defaults."""
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import constants
+from t5kit.config.arguments import T5TrainingArguments, check_choices, check_data_files, check_positive
+from t5kit.errors import UsageError
+
+_HF_FIELDS = {f.name: f for f in dataclasses.fields(T5TrainingArguments)}
+FINETUNE_FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl")
+LABEL_SCORING_CHOICES = ("generate", "rank")
+PREDICTIONS_FORMATS = ("jsonl", "tsv")
+TRAIN_SAMPLING_STRATEGIES = ("length_buckets", "random", "sequential", "group_by_length", "batch_rebalance")
+
+
+@dataclass
+class FineTuneDataArguments:
+    benchmark: str = field(default="glue", metadata={
+        "help": "Benchmark of --dataset_name in constants.DATASET_VALS: " + ", ".join(constants.DATASET_VALS)
+                + ". Also the default benchmark of --tasks entries written without one.",
+        "choices": tuple(constants.DATASET_VALS)})
+    dataset_name: str = field(default=None, metadata={
+        "help": "Task within --benchmark, e.g. sst2 or rte; with --custom_task, the new task's name."})
+    tasks: str = field(default=None, metadata={
+        "help": "Multi-task: comma-separated benchmark/task names, e.g. glue/sst2,glue/rte. One model trains on their "
+                "mixture (--mixture_cap, --mixture_temperature) and is evaluated per task. Replaces --dataset_name."})
+    custom_task: dict | str | None = field(default=None, metadata={
+        "help": "A new task declared in YAML alone: a mapping with prefix, text_column_name, label_column_name, "
+                "labels (label value: word) or task_type, metric_names, optional metric_to_optimize "
+                "(see configs/custom_task_example.yaml). Needs --dataset_name and --train_file/--validation_file."})
+    data_dir: list[str] = field(default=None, metadata={
+        "help": "Folder(s) in the official GLUE/SuperGLUE layout: a task folder (../shared/data/glue/SST-2 with "
+                "train.tsv/dev.tsv/test.tsv, or train/val/test.jsonl) or a benchmark folder holding one per task "
+                "(../shared/data/glue for --tasks). Unset and no --train_file: the hub dataset of the registry."})
+    train_file: str = field(default=None, metadata={
+        "help": "Local training rows (.csv, .tsv, .json, .jsonl) with the task's columns; labels as ids or words."})
+    validation_file: str = field(default=None, metadata={
+        "help": "Local validation rows (needs the label column: evaluation compares predictions with it)."})
+    test_file: str = field(default=None, metadata={
+        "help": "Local rows to predict with --do_predict; the label column is optional."})
+    max_source_length: int = field(default=512, metadata={
+        "help": "Input tokens per example (EOS included); longer inputs are truncated and counted in the log "
+                "(T5 fine-tuned with 512)."})
+    max_target_length: int = field(default=None, metadata={
+        "help": "Target tokens per example (EOS included) and the generation limit. Unset: the longest label word "
+                "(classification), the longest score string (regression) or 128 (generation)."})
+    label_scoring: str = field(default="generate", metadata={
+        "help": "How classification tasks are predicted at evaluation: generate (decode; a text that is no label "
+                "word counts as wrong) or rank (score every label word, pick the likeliest; never invalid).",
+        "choices": LABEL_SCORING_CHOICES})
+    mixture_cap: int = field(default=2 ** 19, metadata={
+        "help": "Multi-task: examples-proportional mixing counts at most this many examples per task (K in the T5 "
+                "paper, sec. 3.5.2; 2^19 scored best there). Also the cap applied before temperature scaling."})
+    mixture_temperature: float = field(default=1.0, metadata={
+        "help": "Multi-task: raise each capped rate to 1/T and renormalise (T5 paper, sec. 3.5.2). 1 = "
+                "examples-proportional; larger T moves towards equal mixing."})
+    max_train_samples: int = field(default=None, metadata={"help": "Keep only the first N training rows (debug)."})
+    max_eval_samples: int = field(default=None, metadata={
+        "help": "Keep only the first N rows of each validation split."})
+    max_predict_samples: int = field(default=None, metadata={"help": "Keep only the first N rows of each test split."})
+    predictions_format: str = field(default="jsonl", metadata={
+        "help": "Format of the per-split predictions files (input, target, prediction, correct): jsonl or tsv.",
+        "choices": PREDICTIONS_FORMATS})
+
+    def __post_init__(self):
+        check_choices(self)
+        # YAML may give a list of tasks or a single folder; the parser only splits command-line values.
+        if isinstance(self.tasks, (list, tuple)):
+            self.tasks = ",".join(self.tasks)
+        if isinstance(self.data_dir, str):
+            self.data_dir = [self.data_dir]
+        if self.tasks and (self.dataset_name or self.custom_task):
+            raise UsageError("--tasks replaces --dataset_name/--custom_task; pass one or the other")
+        if not self.tasks and not self.dataset_name:
+            raise UsageError("no task: pass --dataset_name TASK (with --benchmark) or --tasks glue/sst2,glue/rte")
+        files = {"--train_file": self.train_file, "--validation_file": self.validation_file,
+                 "--test_file": self.test_file}
+        given = [flag for flag, path in files.items() if path]
+        if given and (self.tasks or self.data_dir):
+            raise UsageError(f"{given[0]} reads one task's rows from local files; it cannot be combined with "
+                             f"{'--tasks' if self.tasks else '--data_dir'}")
+        if self.custom_task is not None and not given:
+            raise UsageError("--custom_task needs its rows in --train_file/--validation_file "
+                             "(.jsonl, .json, .csv, .tsv)")
+        for flag, path in files.items():
+            if path and Path(path).suffix.lower() not in FINETUNE_FILE_SUFFIXES:
+                raise UsageError(f"{flag} {path}: fine-tuning reads {', '.join(FINETUNE_FILE_SUFFIXES)} files")
+            check_data_files(flag, [path] if path else None)
+        for folder in self.data_dir or []:
+            if not Path(folder).is_dir():
+                raise UsageError(f"--data_dir {folder} is not a folder; pass e.g. ../shared/data/glue/RTE")
+        for flag in ("mixture_cap", "max_target_length", "max_train_samples", "max_eval_samples",
+                     "max_predict_samples"):
+            check_positive(flag, getattr(self, flag))
+        if self.max_source_length < 2:
+            raise UsageError(f"--max_source_length={self.max_source_length} leaves no room for text and EOS; use >= 2")
+        if not self.mixture_temperature > 0:
+            raise UsageError(f"--mixture_temperature={self.mixture_temperature} must be > 0 (1 = "
+                             "examples-proportional)")
+
+
+@dataclass
+class FineTuneTrainingArguments(T5TrainingArguments):
+    """Defaults for fine-tuning: train, evaluate each epoch by generation, keep the best checkpoint by the task's
+    metric_to_optimize (filled in step 1 of fine_tune_t5.py by task_setup.choose_best_model_metric when
+    --metric_for_best_model is unset), length-grouped batches."""
+
+    do_train: bool = field(default=True, metadata={"help": "Fine-tune. --do_train false: evaluate/predict only."})
+    do_eval: bool = field(default=True, metadata={"help": "Evaluate on the validation split(s) at the end."})
+    predict_with_generate: bool = field(default=True, metadata={
+        "help": "Evaluate by generating (or ranking, --label_scoring rank), so task metrics are computed."})
+    eval_strategy: _HF_FIELDS["eval_strategy"].type = field(default="epoch", metadata={
+        "help": "When to evaluate during training: no, steps (--eval_steps) or epoch. Must match --save_strategy "
+                "with --load_best_model_at_end."})
+    save_strategy: _HF_FIELDS["save_strategy"].type = field(default="epoch", metadata={
+        "help": "When to save checkpoints: no, steps, epoch or best."})
+    load_best_model_at_end: bool = field(default=True, metadata={
+        "help": "Keep and finally load the checkpoint with the best --metric_for_best_model (default: the task's "
+                "metric_to_optimize; multi-task: the average)."})
+    save_total_limit: int | None = field(default=1, metadata={
+        "help": "Checkpoints kept; with --load_best_model_at_end the best is kept too (1: the best, plus the last "
+                "while training, for resuming)."})
+    train_sampling_strategy: str = field(default="length_buckets", metadata={
+        "help": "length_buckets (ours: batches of equal input and target length, in random order; least padding), "
+                "or HF's random, sequential, group_by_length (sorted within mega-batches), batch_rebalance. "
+                "Evaluation always keeps file order.", "choices": TRAIN_SAMPLING_STRATEGIES})
+
+    def __post_init__(self):
+        # Remembered before HF fills "loss": fine_tune_t5.py then picks the task's metric instead.
+        self.metric_for_best_model_from_task = self.metric_for_best_model is None
+        super().__post_init__()
+
+    def trains(self):
+        return self.do_train

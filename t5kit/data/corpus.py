@@ -1,0 +1,283 @@
+"""Corpora for pre-training: load (local files or hub, optionally streamed), tokenise (cached), pack windows.
+
+Packing concatenates every document (each ending with EOS) and cuts the stream into windows of exactly
+`tokens_length` tokens: no padding, and nothing is dropped but the final remainder.
+"""
+import codecs
+import contextlib
+import functools
+import logging
+import math
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from datasets.exceptions import DatasetGenerationError
+
+from constants import FILE_BUILDERS
+from t5kit.data.packed_stream import PackedWindowStream
+from t5kit.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+TOKENIZE_BATCH_SIZE = 1000  # documents per tokenizer call: big enough for the fast tokenizer's parallelism
+# What datasets/pyarrow/pandas raise for a file whose contents do not parse as its suffix says (broken JSON or CSV,
+# not parquet, not UTF-8). Map-style loads wrap them in DatasetGenerationError; streams raise them as they read.
+READ_ERRORS = (DatasetGenerationError, pa.ArrowException, pd.errors.ParserError, UnicodeDecodeError)
+TEXT_DTYPES = ("string", "large_string")
+DECODE_CHUNK_BYTES = 1 << 20
+
+
+def _builder_and_kwargs(files, data_args):
+    """The datasets builder for local files plus the options their type needs."""
+    suffix = Path(files[0]).suffix.lower()
+    builder = FILE_BUILDERS[suffix]
+    kwargs = {} if builder == "parquet" else {"encoding": data_args.encoding}
+    if builder == "text":
+        kwargs["sample_by"] = data_args.sample_by
+    if suffix == ".tsv":
+        kwargs["delimiter"] = "\t"
+    return builder, kwargs
+
+
+def _names(files, limit=3):
+    """The files for a message: the first few, then how many more."""
+    shown = ", ".join(map(str, files[:limit]))
+    return shown + (f" (+{len(files) - limit} more)" if len(files) > limit else "")
+
+
+def undecodable_file(files, encoding):
+    """(file, byte offset) of the first file that is not text in `encoding`, or None. Read in chunks: it runs only
+    once reading failed, and a corpus file can be gigabytes."""
+    for path in files:
+        decoder, offset = codecs.getincrementaldecoder(encoding)(), 0
+        with open(path, "rb") as handle:
+            try:
+                for chunk in iter(lambda: handle.read(DECODE_CHUNK_BYTES), b""):
+                    decoder.decode(chunk)
+                    offset += len(chunk)
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as err:
+                return path, offset + max(err.start, 0)
+    return None
+
+
+def _decode_error(err):
+    """The UnicodeDecodeError behind an error datasets raised, or None."""
+    while err is not None:
+        if isinstance(err, UnicodeDecodeError):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def read_error(err, source, files=(), encoding="utf-8"):
+    """The one-line UsageError for an error datasets raised reading corpus files (unreadable, empty, or a file that
+    is not text in --encoding, named exactly), or None for any other error (a bug, a bad option)."""
+    if isinstance(err, READ_ERRORS):
+        bad = undecodable_file(files, encoding) if _decode_error(err) is not None else None
+        if bad is not None:
+            flag = source.split()[0]
+            return UsageError(f"{flag} {bad[0]}: not {encoding} text (byte {bad[1]}); pass --encoding with its "
+                              "encoding (e.g. latin-1, as some Project Gutenberg books are) or convert it")
+        cause = str(err.__cause__ or err).strip().splitlines() or [type(err).__name__]
+        return UsageError(f"{source}: cannot be read ({cause[0][:200]}); fix the file, or give it the suffix of its "
+                          "real type")
+    # datasets' only signal that a file parsed to zero rows (a header-only CSV, a blank text file).
+    if isinstance(err, ValueError) and "corresponds to no data" in str(err):
+        return UsageError(f"{source}: holds no documents; add text or drop the file")
+    return None
+
+
+@contextlib.contextmanager
+def reading(source, files=(), encoding="utf-8"):
+    """Raises read_error's one line for what datasets raises inside; anything else keeps its traceback."""
+    try:
+        yield
+    except (*READ_ERRORS, ValueError) as err:
+        usage_error = read_error(err, source, files, encoding)
+        if usage_error is None:
+            raise
+        raise usage_error from None
+
+
+def _load_files(flag, files, split, data_args, cache_dir):
+    """One split of local files, with the options of its own builder (train and validation may differ in type)."""
+    builder, kwargs = _builder_and_kwargs(files, data_args)
+    with reading(f"{flag} {_names(files)}", files, data_args.encoding):
+        return datasets.load_dataset(builder, data_files={split: files}, split=split, cache_dir=cache_dir,
+                                     streaming=data_args.streaming, **kwargs)
+
+
+def load_raw_corpus(data_args, cache_dir=None, trust_remote_code=False):
+    """Returns {"train": ..., "validation": ... or None} of raw documents (Dataset or IterableDataset)."""
+    if data_args.dataset_name:
+        try:
+            raw = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir,
+                                        streaming=data_args.streaming, trust_remote_code=trust_remote_code)
+        except (FileNotFoundError, ConnectionError, ValueError) as err:
+            raise UsageError(f"cannot load --dataset_name {data_args.dataset_name!r}: "
+                             f"{str(err).splitlines()[0]}") from None
+        return {"train": raw["train"], "validation": raw.get("validation")}
+    train = _load_files("--train_files", data_args.train_files, "train", data_args, cache_dir)
+    validation = None
+    if data_args.validation_files:
+        validation = _load_files("--validation_files", data_args.validation_files, "validation", data_args,
+                                 cache_dir)
+    return {"train": train, "validation": validation}
+
+
+def column_names(dataset):
+    """Columns of a dataset; a stream of local files only knows them after reading its first row."""
+    return dataset.column_names or list(next(iter(dataset)).keys())
+
+
+def check_text_column(dataset, text_column, source, files=(), encoding="utf-8"):
+    """Refuses a corpus without the text column (listing the columns it has) or whose column is not text; a stream's
+    first row is read here so that a file that cannot be read fails now, in one line, not mid-training."""
+    first = None
+    if isinstance(dataset, datasets.IterableDataset):
+        with reading(source, files, encoding):
+            first = next(iter(dataset), None)
+        if first is None:
+            raise UsageError(f"{source}: holds no documents; add text or drop the file")
+    columns = dataset.column_names or list(first)
+    if text_column not in columns:
+        raise UsageError(f"--text_column {text_column!r} is not a column of {source}; columns: {', '.join(columns)}")
+    feature = (dataset.features or {}).get(text_column)
+    dtype = getattr(feature, "dtype", type(feature).__name__) if feature is not None else \
+        type(first[text_column]).__name__
+    if dtype not in TEXT_DTYPES + ("str", "NoneType", "null"):
+        raise UsageError(f"--text_column {text_column!r} of {source} holds {dtype} values, not text; "
+                         "name a text column or quote the values")
+
+
+def split_off_validation(train, percentage, seed, source="the training data"):
+    """Holds out `percentage` % of the training documents (shuffled with the run's seed) for validation."""
+    held_out = math.ceil(len(train) * percentage / 100.0)  # datasets' own rounding of test_size
+    if held_out >= len(train):
+        raise UsageError(f"--validation_split_percentage={percentage} of the {len(train)} document(s) of {source} "
+                         "leaves none to train on; add documents or pass --validation_files")
+    split = train.train_test_split(test_size=percentage / 100.0, seed=seed)
+    return split["train"], split["test"]
+
+
+def tokenize_documents(dataset, tokenizer, text_column, num_proc=None, overwrite_cache=False):
+    """Tokenises each document, EOS appended; blank and null documents are dropped (nothing to learn from).
+    Map-style results are cached by datasets."""
+
+    def tokenize(batch):
+        texts = [text for text in batch[text_column] if text and not text.isspace()]
+        if not texts:  # the tokenizer fails on an empty batch
+            return {"input_ids": []}
+        return {"input_ids": tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]}
+
+    kwargs = dict(batched=True, batch_size=TOKENIZE_BATCH_SIZE, remove_columns=column_names(dataset))
+    if isinstance(dataset, datasets.IterableDataset):
+        return dataset.map(tokenize, **kwargs)
+    return dataset.map(tokenize, num_proc=num_proc, load_from_cache_file=not overwrite_cache,
+                       desc="Tokenising", **kwargs)
+
+
+def pack_windows(tokenized, tokens_length, source=None):
+    """Concatenates all documents and cuts windows of exactly tokens_length ids (map-style, zero-copy)."""
+    # A map that kept no document (all blank) leaves no input_ids column at all.
+    empty = pa.array([], pa.list_(pa.int32()))
+    column = tokenized.data.column("input_ids").combine_chunks() if len(tokenized) else empty
+    flat = column.flatten()  # every token of the corpus, in order: (N,)
+    num_windows = len(flat) // tokens_length
+    if num_windows == 0:
+        prefix = f"{source}: " if source else ""
+        raise UsageError(f"{prefix}corpus has {len(flat)} tokens, shorter than one window of {tokens_length}; "
+                         "add text or lower --input_length")
+    windows = pa.FixedSizeListArray.from_arrays(flat.slice(0, num_windows * tokens_length), tokens_length)
+    logger.info("packed %d tokens into %d windows of %d (dropped the final %d)", len(flat), num_windows,
+                tokens_length, len(flat) - num_windows * tokens_length)
+    # numpy rows: the collator stacks arrays ~2x faster than lists of Python ints (bench/collator.py).
+    return datasets.Dataset(pa.table({"input_ids": windows})).with_format("numpy")
+
+
+def _sources(data_args):
+    """How messages name the training and the validation data: the flag and its files (or the hub corpus)."""
+    if data_args.dataset_name:
+        return (f"--dataset_name {data_args.dataset_name} (train split)",
+                f"--dataset_name {data_args.dataset_name} (validation split)")
+    return (f"--train_files {_names(data_args.train_files)}",
+            f"--validation_files {_names(data_args.validation_files or [])}")
+
+
+def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args, cache_dir=None,
+                               trust_remote_code=False):
+    """Loads, tokenises and packs the corpus; returns (train, eval) datasets of tokens_length windows (streams:
+    PackedWindowStream)."""
+    raw = load_raw_corpus(data_args, cache_dir, trust_remote_code)
+    train_source, validation_source = _sources(data_args)
+    check_text_column(raw["train"], data_args.text_column, train_source, data_args.train_files or (),
+                      data_args.encoding)
+    if raw["validation"] is not None:
+        check_text_column(raw["validation"], data_args.text_column, validation_source,
+                          data_args.validation_files or (), data_args.encoding)
+    train, validation = raw["train"], raw["validation"]
+    if data_args.max_train_samples is not None:
+        train = train.take(data_args.max_train_samples) if data_args.streaming else \
+            train.select(range(min(data_args.max_train_samples, len(train))))
+    if validation is None and not data_args.streaming:
+        train, validation = split_off_validation(train, data_args.validation_split_percentage, training_args.seed,
+                                                 train_source)
+
+    if data_args.streaming:
+        return stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args)
+
+    def tokenize_and_pack(dataset, source):
+        tokenized = tokenize_documents(dataset, tokenizer, data_args.text_column,
+                                       data_args.preprocessing_num_workers, data_args.overwrite_cache)
+        return pack_windows(tokenized, tokens_length, source)
+
+    with training_args.main_process_first(desc="tokenising and packing the corpus"):
+        train = tokenize_and_pack(train, train_source)
+        # A held-out split comes from the training files.
+        validation_source = validation_source if raw["validation"] is not None else train_source
+        validation = tokenize_and_pack(validation, validation_source) if validation is not None else None
+    if data_args.max_eval_samples is not None:
+        validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
+    return train, validation
+
+
+def stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args):
+    """Streams: windows cut as documents arrive, each with a position to resume from (packed_stream.py).
+    Without a validation split, the first --max_eval_samples windows are held out (and kept in memory)."""
+    if training_args.dataloader_num_workers:
+        raise UsageError("--streaming needs --dataloader_num_workers 0: the stream position that makes resume "
+                         "exact is kept in the main process")
+    if training_args.max_steps <= 0:
+        raise UsageError("--streaming needs --max_steps N: a stream has no length, so epochs cannot be counted")
+    limit = data_args.max_eval_samples
+
+    # One tokenising pipeline per use. Pipelines over the same raw stream share datasets' iteration state, so the
+    # held-out windows are read here, before training starts iterating.
+    def documents(dataset):
+        return tokenize_documents(dataset, tokenizer, data_args.text_column)
+
+    # A file that turns out unreadable further down the stream is named in one line too, whenever it is reached.
+    train_source, validation_source = _sources(data_args)
+    explain_train = functools.partial(read_error, source=train_source, files=data_args.train_files or (),
+                                      encoding=data_args.encoding)
+    if validation is not None:
+        explain_validation = functools.partial(read_error, source=validation_source,
+                                               files=data_args.validation_files or (), encoding=data_args.encoding)
+        return (PackedWindowStream(documents(train), tokens_length, explain_error=explain_train),
+                PackedWindowStream(documents(validation), tokens_length, max_windows=limit, with_positions=False,
+                                   explain_error=explain_validation))
+    if not limit:
+        raise UsageError("--streaming without a validation split needs --max_eval_samples N "
+                         "(N windows held out from the start of the stream) or --validation_files")
+    held_out = [row["input_ids"] for row in PackedWindowStream(documents(train), tokens_length, max_windows=limit,
+                                                               with_positions=False, explain_error=explain_train)]
+    if len(held_out) < limit:
+        raise UsageError(f"--max_eval_samples {limit}: the stream has only {len(held_out)} windows of "
+                         f"{tokens_length} tokens ({_sources(data_args)[0]}); lower it or add --validation_files")
+    validation = datasets.Dataset.from_dict({"input_ids": np.stack(held_out)}).with_format("numpy")
+    return PackedWindowStream(documents(train), tokens_length, skip_windows=limit,
+                              explain_error=explain_train), validation

@@ -1,0 +1,2 @@
+"""Model layer: tokenizer and model building and checks; attention kernels.
+"""

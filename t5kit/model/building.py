@@ -1,0 +1,154 @@
+"""Tokenizer and model construction shared by the entry scripts: load, check, build from a size preset."""
+import logging
+import math
+from pathlib import Path
+
+import torch
+import transformers
+from packaging.version import Version
+from safetensors import SafetensorError
+from transformers import AutoConfig, AutoTokenizer, T5Config, T5ForConditionalGeneration, T5TokenizerFast
+from transformers.models.t5.modeling_t5 import T5Attention
+
+import constants
+from t5kit.errors import UsageError
+from t5kit.model import t5_flex_attention  # registers --attn_implementation t5_flex with transformers
+
+logger = logging.getLogger(__name__)
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
+FUSED_T5_ATTENTION_SINCE = "5.20"  # the first transformers whose T5 gives SDPA a contiguous position-bias mask
+T5_MODEL_TYPES = ("t5", "mt5")  # what T5ForConditionalGeneration loads
+
+
+def check_t5_tokenizer(tokenizer, name):
+    """Raises UsageError unless `tokenizer` has pad, eos and <extra_id_0..99> as single tokens; returns their ids."""
+    missing = [token for token in ("pad_token", "eos_token") if getattr(tokenizer, f"{token}_id", None) is None]
+    if missing:
+        raise UsageError(f"tokenizer {name} has no {' or '.join(missing)}; T5 needs both. Use a T5 tokenizer or "
+                         "build one with train_tokenizer.py")
+    sentinels = [f"<extra_id_{i}>" for i in range(constants.NUM_SENTINELS)]
+    encoded = tokenizer(sentinels, add_special_tokens=False)["input_ids"]
+    bad = [s for s, ids in zip(sentinels, encoded) if len(ids) != 1 or ids[0] == tokenizer.unk_token_id]
+    if bad or len({ids[0] for ids in encoded}) != constants.NUM_SENTINELS:
+        first = bad[0] if bad else "duplicate ids"
+        raise UsageError(f"tokenizer {name} lacks {len(bad) or 'distinct'} of the {constants.NUM_SENTINELS} "
+                         f"sentinel tokens <extra_id_0..{constants.NUM_SENTINELS - 1}> (first: {first}) that span "
+                         "corruption needs; use a T5 tokenizer or build one with train_tokenizer.py")
+    return [ids[0] for ids in encoded]
+
+
+def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False):
+    """Loads a fast tokenizer by hub name or folder and checks it has T5's special tokens."""
+    # A bare folder (spiece.model/tokenizer.json, no tokenizer_config.json) loads through AutoTokenizer
+    # without T5's special tokens, so it is read as a T5 tokenizer explicitly.
+    bare_folder = Path(name_or_path).is_dir() and not (Path(name_or_path) / "tokenizer_config.json").exists()
+    if bare_folder and not any((Path(name_or_path) / name).is_file() for name in TOKENIZER_FILES):
+        # T5TokenizerFast would build a vocabulary of only the special tokens from it: every word unknown.
+        raise UsageError(f"--tokenizer_name_or_path {name_or_path} holds no tokenizer (none of tokenizer_config.json, "
+                         f"{', '.join(TOKENIZER_FILES)}); pass a T5 tokenizer folder or build one with "
+                         "train_tokenizer.py")
+    loader = T5TokenizerFast if bare_folder else AutoTokenizer
+    try:
+        tokenizer = loader.from_pretrained(name_or_path, cache_dir=cache_dir, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"cannot load tokenizer {name_or_path!r} (--tokenizer_name_or_path): "
+                         f"{str(err).splitlines()[0]}; offline, pass a local folder") from None
+    check_t5_tokenizer(tokenizer, name_or_path)
+    return tokenizer
+
+
+def padded_vocab_size(tokenizer):
+    """len(tokenizer) rounded up to a multiple of 128, as the released T5 checkpoints do (32100 -> 32128)."""
+    return math.ceil(len(tokenizer) / constants.VOCAB_PAD_MULTIPLE) * constants.VOCAB_PAD_MULTIPLE
+
+
+def build_t5_config(model_size, tokenizer, dropout_rate):
+    """A T5Config for a size preset, with vocabulary and special ids taken from the tokenizer."""
+    return T5Config(**constants.MODEL_SIZE_PRESETS[model_size], vocab_size=padded_vocab_size(tokenizer),
+                    dropout_rate=dropout_rate, pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                    # T5 starts decoding from the pad id; transformers 5.x's T5Config leaves it unset.
+                    decoder_start_token_id=tokenizer.pad_token_id)
+
+
+def load_model_config(name_or_path, cache_dir=None, trust_remote_code=False):
+    """The config of an existing model, refusing anything that is not a T5 model: checked before the tokenizer,
+    so that a folder of another architecture is reported as such, not as a tokenizer problem."""
+    try:
+        config = AutoConfig.from_pretrained(name_or_path, cache_dir=cache_dir, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"cannot load model {name_or_path!r} (--model_name_or_path): "
+                         f"{str(err).splitlines()[0]}") from None
+    if not getattr(config, "is_encoder_decoder", False) or config.model_type not in T5_MODEL_TYPES:
+        kind = "an encoder-decoder" if getattr(config, "is_encoder_decoder", False) else "not an encoder-decoder"
+        raise UsageError(f"--model_name_or_path {name_or_path} is a {config.model_type} model ({kind}), not a T5 "
+                         f"model ({', '.join(T5_MODEL_TYPES)}); pass a T5 folder or hub name")
+    return config
+
+
+def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False):
+    """Loads an existing T5 model (load_model_config refuses other architectures)."""
+    load_model_config(name_or_path, cache_dir, trust_remote_code)
+    try:
+        return T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir)
+    except (OSError, ValueError, SafetensorError) as err:  # no weights file, or an unreadable one
+        raise UsageError(f"cannot load the weights of {name_or_path!r} (--model_name_or_path): "
+                         f"{str(err).splitlines()[0]}") from None
+
+
+def build_model(model_args, tokenizer, use_cpu=False):
+    """Random init from --model_size, or the model at --model_name_or_path; resized to the tokenizer. `use_cpu`
+    (--use_cpu): training stays on the CPU even where a GPU is visible."""
+    if model_args.attn_implementation == t5_flex_attention.NAME:
+        t5_flex_attention.check_gpu_generation(use_cpu)
+    if model_args.model_name_or_path:
+        model = load_pretrained_t5(model_args.model_name_or_path, model_args.cache_dir,
+                                   model_args.trust_remote_code)
+        if model.get_input_embeddings().num_embeddings < len(tokenizer):
+            model.resize_token_embeddings(padded_vocab_size(tokenizer))
+    else:
+        model = T5ForConditionalGeneration(build_t5_config(model_args.model_size, tokenizer, model_args.dropout_rate))
+    # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
+    model.accepts_loss_kwargs = False
+    cast_position_bias_under_autocast(model)
+    model.set_attn_implementation(model_args.attn_implementation)
+    warn_if_t5_attention_runs_unfused(transformers.__version__)
+    return model
+
+
+def warn_if_t5_attention_runs_unfused(version):
+    """requirements.txt asks for transformers >= 5.20, but a cluster's own environment may hold an older one: its T5
+    hands SDPA a permuted (non-contiguous) position-bias mask, which keeps every attention off the fused kernels."""
+    if Version(version) < Version(FUSED_T5_ATTENTION_SINCE):
+        logger.warning("transformers %s gives SDPA a non-contiguous T5 position-bias mask, so every attention runs "
+                       "unfused (23 %% more time per step on an H100); pip install 'transformers>=%s'",
+                       version, FUSED_T5_ATTENTION_SINCE)
+
+
+def cast_position_bias_under_autocast(model):
+    """Under bf16/fp16 autocast T5's relative position bias leaves its embedding (an fp32 weight) in fp32, and so
+    does the additive attention mask built from it while queries and keys are bf16: SDPA then refuses its fused
+    kernels ("invalid dtype for bias") and runs the unfused math path. Casting the bias to the autocast dtype gives
+    SDPA one dtype; without autocast (fp32 training) the hook returns the bias unchanged."""
+    for module in model.modules():
+        if isinstance(module, T5Attention) and module.has_relative_attention_bias:
+            module.relative_attention_bias.register_forward_hook(_bias_to_autocast_dtype)
+
+
+def _bias_to_autocast_dtype(module, inputs, bias):
+    device_type = bias.device.type
+    if torch.is_autocast_enabled(device_type):
+        return bias.to(torch.get_autocast_dtype(device_type))
+    return bias
+
+
+def load_tokenizer_and_model(model_args, use_cpu=False):
+    """Step 5 of every entry script: the checked tokenizer, then the model sized to it."""
+    if model_args.model_name_or_path:  # a folder of another architecture is a model problem, said as such
+        load_model_config(model_args.model_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
+    tokenizer = load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
+    return tokenizer, build_model(model_args, tokenizer, use_cpu)
+
+
+def count_parameters(model):
+    return sum(p.numel() for p in model.parameters())

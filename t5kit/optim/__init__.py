@@ -1,0 +1,2 @@
+"""Optimizer layer: per-regex parameter groups and Adafactor on stacked parameters.
+"""

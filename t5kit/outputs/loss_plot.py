@@ -1,0 +1,40 @@
+"""loss_curve.png: training loss, evaluation loss and the evaluation metric against the optimizer step."""
+import matplotlib
+
+matplotlib.use("Agg")  # no display on clusters or CI
+import matplotlib.pyplot as plt  # noqa: E402
+
+from t5kit.outputs.atomic_files import atomic_write  # noqa: E402
+
+
+def series(log_history, key):
+    """(steps, values) of one logged key across Trainer's log_history."""
+    points = [(entry["step"], entry[key]) for entry in log_history if key in entry]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def plot_loss_curve(log_history, path, metric_name=None):
+    """Writes the loss curve (and the eval metric on a second axis, when given) atomically to `path`."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label in (("loss", "train loss"), ("eval_loss", "eval loss")):
+        steps, values = series(log_history, key)
+        if steps:
+            ax.plot(steps, values, marker="o" if key == "eval_loss" else None, label=label)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    if metric_name:
+        steps, values = series(log_history, f"eval_{metric_name}")
+        if steps:
+            metric_ax = ax.twinx()
+            metric_ax.plot(steps, values, color="tab:green", marker="s", label=f"eval {metric_name}")
+            metric_ax.set_ylabel(metric_name)
+            more_handles, more_labels = metric_ax.get_legend_handles_labels()
+            handles, labels = handles + more_handles, labels + more_labels
+    ax.legend(handles, labels, loc="center right")
+    fig.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=100)
+    plt.close(fig)
+    return path

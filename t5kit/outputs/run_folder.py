@@ -1,0 +1,80 @@
+"""The run's output folder: the names of the files in it, and the refusal to clobber it or to start where it
+cannot be created (train/resume.py finds the checkpoint to resume from)."""
+import contextlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from t5kit.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.json"
+LOSS_CURVE_FILE = "loss_curve.png"
+EVAL_LOG_FILE = "eval_log.jsonl"  # one line per evaluation, as it happens (train/callbacks.py)
+
+
+def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
+    """Refuses a non-empty output folder unless the user asked to resume or to overwrite."""
+    path = Path(output_dir)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--output_dir {path} is a file; pass a folder path")
+    check_can_create(path)
+    resuming = asks_to_resume(resume_from_checkpoint)
+    if not path.is_dir() or not any(path.iterdir()) or overwrite_output_dir or resuming:
+        return
+    raise UsageError(f"--output_dir {path} is not empty; pass --overwrite_output_dir to write into it, "
+                     "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
+
+
+def asks_to_resume(resume_from_checkpoint):
+    """Whether --resume_from_checkpoint asks for a checkpoint at all ('false' and empty say no)."""
+    return resume_from_checkpoint not in (None, "", "false", "False")
+
+
+def nearest_existing(path):
+    """`path` itself or its closest ancestor that exists ('.' or '/' at worst)."""
+    return next(folder for folder in (path, *path.parents) if folder.exists())
+
+
+def refuse_a_file_in_the_way(path):
+    """For the scripts that create --output_dir themselves: it must not be a file, nor lie under one."""
+    existing = nearest_existing(path)
+    if not existing.is_dir():
+        where = "" if existing == path else f": {existing}"
+        raise UsageError(f"--output_dir {path}{where} is a file; pass a folder")
+
+
+@contextlib.contextmanager
+def creating_output_dir(path):
+    """Turns a failure to create --output_dir (under /proc, on a read-only mount) into one line: the user's path,
+    not our bug."""
+    try:
+        yield
+    except OSError as err:
+        raise UsageError(f"--output_dir {path} cannot be created ({err.strerror}); pass a folder you can write "
+                         "to") from None
+
+
+def check_can_create(path):
+    """Refuses a folder that cannot be made, now rather than at the first save (after data and model loading): its
+    nearest existing ancestor must be a folder we may write into. Checked, not tried: ranks run this at once."""
+    ancestor = nearest_existing(path)
+    if ancestor == path:
+        return
+    if not ancestor.is_dir():
+        raise UsageError(f"--output_dir {path} cannot be created: {ancestor} is a file; pass a folder path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"--output_dir {path} cannot be created: no write permission in {ancestor}; pass a folder "
+                         "you can write to")
+
+
+def make_work_dir(out):
+    """Creates --output_dir's parent and a temporary folder in it, to build the output in and then publish
+    (atomic_files.publish_folder); failing there (under /proc, read-only) is bad input."""
+    out = Path(out)
+    with creating_output_dir(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

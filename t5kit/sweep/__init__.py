@@ -1,0 +1,2 @@
+"""Sweep layer: W&B sweep YAML -> Optuna space, study storage, one trial, the report.
+"""

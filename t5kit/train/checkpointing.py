@@ -1,0 +1,125 @@
+"""Checkpoints that survive a kill at any moment, for any Seq2SeqTrainer.
+
+    class PretrainTrainer(SafeCheckpointMixin, Seq2SeqTrainer): ...   # the mixin goes first
+    python pre_train_t5.py CONFIG.yaml --resume_from_checkpoint auto
+
+Atomic save. HF writes checkpoint-N in place, so a kill mid-save leaves a folder that looks resumable. Here HF's
+own `_save_checkpoint` runs unchanged but into OUTPUT_DIR/.saving/ (by pointing `_get_output_dir` there for the
+duration of the call); then manifest.json (size + sha256 of every file) is written last and the finished folder
+is renamed to OUTPUT_DIR/checkpoint-N. A rename is atomic on one filesystem, so checkpoint-N is either absent or
+complete; the manifest additionally catches later truncation or bit rot. HF's best-model tracking sees the staged
+path during the call; it is rewritten to the final path (in memory and in the staged trainer_state.json) before
+the rename. HF's rotation inside the call only sees the staging folder (one checkpoint: nothing to delete); this
+mixin rotates afterwards, by step, never deleting the newest, the best (`state.best_model_checkpoint`) nor the
+checkpoint this run resumed from, and only once the new checkpoint is committed.
+
+The NaN guard (--nan_policy) lives in nonfinite_guard.py; the pre-emption callback this mixin adds, in preemption.py.
+"""
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from transformers.trainer import TRAINER_STATE_NAME
+
+from t5kit.errors import UsageError
+from t5kit.train import checkpoint_manifest
+from t5kit.train.preemption import PreemptionCallback
+
+logger = logging.getLogger(__name__)
+
+STAGING_DIR = ".saving"  # starts with a dot: HF's and our checkpoint-N globs never see it
+
+
+class SafeCheckpointMixin:
+    """Atomic, validated checkpoints, protected rotation and clean pre-emption (see module doc)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.resumed_from = None
+        self._staging = False
+        # Every run that can resume should also stop cleanly when the scheduler pre-empts it.
+        self.add_callback(PreemptionCallback())
+
+    # ---- resume ----
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint is True:  # HF's "latest in output_dir", but only a complete one counts
+            resume_from_checkpoint = checkpoint_manifest.latest_valid_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise UsageError(f"no valid checkpoint in {self.args.output_dir} to resume from")
+        self.resumed_from = resume_from_checkpoint
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    # ---- atomic save ----
+    def _get_output_dir(self, trial):
+        run_dir = super()._get_output_dir(trial)
+        return os.path.join(run_dir, STAGING_DIR) if self._staging else run_dir
+
+    def _save_checkpoint(self, model, trial):
+        run_dir = Path(super()._get_output_dir(trial))
+        staging = run_dir / STAGING_DIR
+        name = f"checkpoint-{self.state.global_step}"
+        if self.args.should_save:
+            shutil.rmtree(staging, ignore_errors=True)  # leftovers of a save that was killed
+        self.accelerator.wait_for_everyone()  # no rank writes into staging before it is clean
+        self._staging = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging = False
+        self.state.best_model_checkpoint = unstage(self.state.best_model_checkpoint, staging, run_dir)
+        self.accelerator.wait_for_everyone()  # every rank's shards are written before the commit
+        if self.args.should_save:
+            staged = staging / name
+            self.state.save_to_json(str(staged / TRAINER_STATE_NAME))  # with the final best-model path
+            checkpoint_manifest.write_manifest(staged)
+            commit(staged, run_dir / name)
+            logger.info("checkpoint %s committed (manifest.json written)", run_dir / name)
+            self.rotate(run_dir, run_dir / name)
+            shutil.rmtree(staging, ignore_errors=True)  # the output folder keeps only committed checkpoints
+        self.accelerator.wait_for_everyone()
+
+    def rotate(self, run_dir, saved):
+        """Deletes the oldest checkpoints beyond --save_total_limit, keeping the new, best and resumed-from ones."""
+        limit = self.args.save_total_limit
+        if not limit or limit <= 0:
+            return
+        keep = {Path(p).resolve() for p in (saved, self.state.best_model_checkpoint, self.resumed_from) if p}
+        checkpoints = checkpoint_manifest.list_checkpoints(run_dir)
+        excess = len(checkpoints) - limit
+        for folder in checkpoints:
+            if excess <= 0:
+                break
+            if folder.resolve() in keep:
+                continue
+            logger.info("deleting %s (--save_total_limit %d)", folder, limit)
+            delete_checkpoint(folder, run_dir / STAGING_DIR)
+            excess -= 1
+
+
+def unstage(path, staging, run_dir):
+    """Maps a path HF recorded inside the staging folder to where the checkpoint ends up."""
+    if path and Path(path).parent == staging:
+        return str(run_dir / Path(path).name)
+    return path
+
+
+def commit(staged, target):
+    """Renames the finished folder into place. A folder already there (a broken save of the same step, from
+    before this mixin or copied in) is moved aside first: os.replace cannot replace a non-empty folder."""
+    aside = staged.parent / f"replaced-{target.name}"
+    if target.exists():
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(target, aside)
+    os.replace(staged, target)
+    checkpoint_manifest.fsync_path(target.parent)  # so the rename itself survives a power cut
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def delete_checkpoint(folder, staging):
+    """Renames first, so a kill mid-delete never leaves a half-deleted checkpoint-N that still has its manifest."""
+    staging.mkdir(exist_ok=True)
+    doomed = staging / f"deleting-{folder.name}"
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed)

@@ -1,0 +1,62 @@
+"""What fine-tuning settles in step 1, before any model or data is loaded: the flags checked against the tasks, and
+the metric that picks the best checkpoint (set here, before the run record is taken, and never changed after)."""
+import logging
+
+from t5kit.data.task_format import combines_metrics
+from t5kit.errors import UsageError, did_you_mean
+from t5kit.train.task_trainer import AVERAGE_KEY
+
+logger = logging.getLogger(__name__)
+
+SPLIT_METRICS = ("loss", "invalid_count", "invalid_rate")  # reported for every split besides the task's metrics
+
+
+def check_model_to_evaluate(model_args, training_args):
+    """Evaluating without training needs a trained model: a random --model_size init would score chance."""
+    if not training_args.do_train and model_args.model_name_or_path is None:
+        raise UsageError("--do_train false evaluates an existing model: pass --model_name_or_path (a folder or hub "
+                         "name), or drop --do_train false to fine-tune first")
+
+
+def check_label_scoring(data_args, tasks):
+    """Rank scoring needs label words: refused when no task has them, noted when only some do."""
+    if data_args.label_scoring != "rank":
+        return
+    without = [t["name"] for t in tasks if t["task_type"] != "classification"]
+    if len(without) == len(tasks):
+        raise UsageError(f"--label_scoring rank scores label words, and {without[0]} is a {tasks[0]['task_type']} "
+                         "task without them; use --label_scoring generate")
+    if without:
+        logger.info("--label_scoring rank applies to classification tasks; %s are evaluated by generation",
+                    ", ".join(without))
+
+
+def reported_metrics(plans) -> list:
+    """Metric names evaluation reports (without "eval_"): what --metric_for_best_model may name."""
+    evals = [plan for plan in plans if plan.role == "eval"]
+    names = []
+    for plan in evals:
+        task_vals = plan.task_vals
+        split_names = list(task_vals["metric_names"]) + ["combined_score"] * combines_metrics(task_vals) \
+            + list(SPLIT_METRICS)
+        names += split_names if len(evals) == 1 else [f"{plan.key}_{name}" for name in split_names]
+    return names + ([AVERAGE_KEY] if len(evals) > 1 else [])
+
+
+def choose_best_model_metric(training_args, plans):
+    """Fills --metric_for_best_model with the task's metric_to_optimize (several splits: their average), or checks
+    the one given. Returns the metric name the loss curve plots next to the loss."""
+    evals = [plan for plan in plans if plan.role == "eval"]
+    if not evals:
+        return None
+    default = evals[0].task_vals["metric_to_optimize"] if len(evals) == 1 else AVERAGE_KEY
+    if training_args.metric_for_best_model_from_task:
+        # Set once here, before anything reads it; HF had filled "loss" while the task was unknown.
+        training_args.metric_for_best_model, training_args.greater_is_better = default, True
+        return default
+    chosen = training_args.metric_for_best_model.removeprefix("eval_")
+    valid = reported_metrics(plans)
+    if chosen not in valid:
+        raise UsageError(f"--metric_for_best_model {chosen!r} is not reported by this run"
+                         f"{did_you_mean(chosen, valid)}")
+    return chosen

@@ -1,0 +1,187 @@
+"""Seq2SeqTrainer that evaluates each task split with that task's metrics, by generation or label-word ranking.
+
+- `evaluate()` runs every validation split in turn (its own compute_metrics, label words and generation
+  length), prefixes its metrics with its key when there are several ("eval_rte_accuracy"), and adds
+  `eval_average` (the GLUE score when every task is GLUE, else the mean of each task's metric_to_optimize), which
+  is what --metric_for_best_model defaults to for multi-split runs.
+- `--label_scoring rank` replaces generation for classification tasks: every label word is scored by its
+  log-likelihood (metrics.score_label_words) and the likeliest wins, so no prediction is invalid.
+- `--train_sampling_strategy length_buckets` (our default) batches rows of equal input and target length:
+  the whole training set is sorted by (input, target) length with ties in random order, cut into batches, and the
+  batches are shuffled (the longest goes first, so an out-of-memory error shows at step 1). HF's group_by_length
+  only sorts within mega-batches of 50 batches, which leaves ~12 % padding on GLUE (bench/padding.py).
+- Evaluation keeps file order (a sequential sampler even when training batches are length-grouped), so the
+  predictions line up with the input rows.
+"""
+import numpy as np
+import torch
+from torch.utils.data import Sampler, SequentialSampler
+from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
+
+from constants import GLUE_SCORE_METRICS
+from metrics import compute_task_metrics, glue_average, rank_label_words, score_label_words
+from t5kit.optim import grouped_adafactor
+from t5kit.train.checkpointing import SafeCheckpointMixin
+from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
+
+AVERAGE_KEY = "average"
+LENGTH_BUCKETS = "length_buckets"  # our --train_sampling_strategy, beside HF's random/group_by_length/...
+
+
+def average_score(per_key_metrics, splits) -> float:
+    """GLUE average (metrics.glue_average) when every task is a GLUE task with all its result keys, else the
+    plain mean of each split's metric_to_optimize."""
+    tasks = list(dict.fromkeys(split.task_vals["name"] for split in splits))
+    glue_tasks = [name.split("/")[1] for name in tasks if name.startswith("glue/")]
+    if len(glue_tasks) == len(tasks) and all(key in per_key_metrics for task in glue_tasks
+                                             for key, _ in GLUE_SCORE_METRICS[task]):
+        return glue_average(per_key_metrics, tasks=glue_tasks)
+    return float(np.mean([per_key_metrics[split.key][split.task_vals["metric_to_optimize"]] for split in splits]))
+
+
+def uses_rank_scoring(label_scoring, task_vals) -> bool:
+    return label_scoring == "rank" and task_vals["task_type"] == "classification"
+
+
+def length_bucket_indices(input_lengths, target_lengths, batch_size, generator=None) -> list:
+    """Row indices in batches of batch_size rows of (near-)equal input and target length: the longest batch
+    first, the shortest (the only partial one, so that the DataLoader's cuts fall between our batches) last, the
+    others in random order. Randomness comes from `generator` (seeded from --seed and the epoch, the same on every
+    rank)."""
+    input_lengths, target_lengths = np.asarray(input_lengths), np.asarray(target_lengths)
+    shuffled = torch.randperm(len(input_lengths), generator=generator).numpy()
+    ascending = np.lexsort((target_lengths[shuffled], input_lengths[shuffled]))  # stable: ties stay in random order
+    by_length = shuffled[ascending[::-1]]  # longest first
+    batches = [by_length[start:start + batch_size] for start in range(0, len(by_length), batch_size)]
+    middle = (1 + torch.randperm(len(batches) - 2, generator=generator)).tolist() if len(batches) > 2 else []
+    order = [0, *middle, len(batches) - 1] if len(batches) > 1 else [0]
+    return np.concatenate([batches[i] for i in order]).tolist()
+
+
+class LengthBucketSampler(Sampler):
+    """Draws a new length_bucket_indices order each epoch from (seed, epoch) alone, so a resumed run (Trainer calls
+    set_epoch, then skips the consumed batches) replays exactly the order the interrupted epoch used."""
+
+    def __init__(self, input_lengths, target_lengths, batch_size, seed):
+        self.input_lengths, self.target_lengths = input_lengths, target_lengths
+        self.batch_size, self.seed, self.epoch = batch_size, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+
+    def __len__(self):
+        return len(self.input_lengths)
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        yield from length_bucket_indices(self.input_lengths, self.target_lengths, self.batch_size, generator)
+
+
+def row_lengths(dataset, column) -> list:
+    return [len(ids) for ids in dataset[column]] if column in dataset.column_names else [0] * len(dataset)
+
+
+class TaskCollator(DataCollatorForSeq2Seq):
+    """DataCollatorForSeq2Seq (dynamic padding, labels padded with -100) that leaves `labels` out of unlabeled
+    batches: it sets labels=None, which Seq2SeqTrainer.prediction_step takes for labels present and then fails
+    computing a loss on a test split (transformers 5.23)."""
+
+    def __call__(self, features, return_tensors=None):
+        batch = super().__call__(features, return_tensors)
+        if batch.get("labels") is None:
+            batch.pop("labels", None)
+        return batch
+
+
+class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, Seq2SeqTrainer):  # atomic checkpoints, --nan_policy
+    get_optimizer_cls_and_kwargs = staticmethod(grouped_adafactor.optimizer_cls_and_kwargs)  # stacked Adafactor
+
+    def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
+        self.eval_splits = list(eval_splits)
+        self.label_scoring = label_scoring
+        self.current_split = None  # the TaskSplit being evaluated: picks metrics, label words, generation length
+        eval_dataset = {split.key: split.dataset for split in self.eval_splits} or None
+        super().__init__(*args, eval_dataset=eval_dataset, compute_metrics=self.score_predictions, **kwargs)
+
+    def _get_train_sampler(self, train_dataset=None):
+        if self.args.train_sampling_strategy != LENGTH_BUCKETS:
+            return super()._get_train_sampler(train_dataset)
+        dataset = self.train_dataset if train_dataset is None else train_dataset
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        return LengthBucketSampler(row_lengths(dataset, "input_ids"), row_lengths(dataset, "labels"),
+                                   self.args.train_batch_size, seed)
+
+    def _get_eval_sampler(self, eval_dataset):
+        # Trainer length-groups evaluation too under group_by_length; predictions must stay in file order.
+        return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
+
+    def generation_kwargs(self, split, gen_kwargs):
+        """--generation_max_length when set, else the split's target length (+1: T5's decoder start token counts
+        towards max_length; max_new_tokens would clash with the generation config's default max_length)."""
+        gen_kwargs = dict(gen_kwargs)
+        if gen_kwargs.get("max_length") is None and gen_kwargs.get("max_new_tokens") is None \
+                and self.args.generation_max_length is None:
+            gen_kwargs["max_length"] = split.max_target_length + 1
+        return gen_kwargs
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval", **gen_kwargs):
+        """Evaluates self.eval_splits, or the TaskSplits given, one after the other."""
+        splits = self.eval_splits if eval_dataset is None else list(eval_dataset)
+        metrics, per_key = {}, {}
+        for split in splits:
+            prefix = metric_key_prefix if len(splits) == 1 else f"{metric_key_prefix}_{split.key}"
+            self.current_split = split
+            split_metrics = super().evaluate(split.dataset, ignore_keys, prefix,
+                                             **self.generation_kwargs(split, gen_kwargs))
+            per_key[split.key] = {name[len(prefix) + 1:]: value for name, value in split_metrics.items()}
+            metrics.update(split_metrics)
+        if len(splits) > 1:
+            average = {f"{metric_key_prefix}_{AVERAGE_KEY}": average_score(per_key, splits)}
+            self.log(average)
+            metrics.update(average)
+        return metrics
+
+    def predict_split(self, split, metric_key_prefix, **gen_kwargs):
+        """(predicted texts in row order, metrics): metrics are computed only when the split has targets."""
+        self.current_split = split
+        output = self.predict(split.dataset, metric_key_prefix=metric_key_prefix,
+                              **self.generation_kwargs(split, gen_kwargs))
+        return self.decode(output.predictions, split)[:len(split.inputs)], output.metrics
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+        split = self.current_split
+        if prediction_loss_only or split is None or not uses_rank_scoring(self.label_scoring, split.task_vals):
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys, **gen_kwargs)
+        inputs = self._prepare_inputs(inputs)
+        model = self.accelerator.unwrap_model(model)
+        with torch.no_grad():
+            loss = model(**inputs).loss.detach() if inputs.get("labels") is not None else None
+            scores = score_label_words(model, self.processing_class, inputs["input_ids"], inputs["attention_mask"],
+                                       list(split.task_vals["labels"].values()))  # (B, n_labels)
+        return loss, scores, inputs.get("labels")
+
+    def decode(self, predictions, split) -> list:
+        """Label words picked by rank scoring, or decoded generations (cross-batch padding -100 -> pad)."""
+        predictions = predictions[0] if isinstance(predictions, tuple) else predictions
+        if uses_rank_scoring(self.label_scoring, split.task_vals):
+            return rank_label_words(predictions, list(split.task_vals["labels"].values()))
+        ids = np.where(predictions < 0, self.processing_class.pad_token_id, predictions)
+        return self.processing_class.batch_decode(ids, skip_special_tokens=True)
+
+    def score_predictions(self, eval_prediction):
+        split = self.current_split
+        texts = self.decode(eval_prediction.predictions, split)[:len(split.targets)]
+        return compute_task_metrics(split.task_vals, texts, split.targets)
+
+
+def predict_splits(trainer, splits, prefix):
+    """Predicts every split in row order: {"metrics": flat, "per_task": {key: metrics}, "texts": {key: [...]}}."""
+    flat, per_task, texts = {}, {}, {}
+    for split in splits:
+        key_prefix = prefix if len(splits) == 1 else f"{prefix}_{split.key}"
+        texts[split.key], metrics = trainer.predict_split(split, key_prefix)
+        per_task[split.key] = {name[len(key_prefix) + 1:]: value for name, value in metrics.items()}
+        flat.update(metrics)
+    if prefix == "eval" and len(splits) > 1:
+        flat[f"eval_{AVERAGE_KEY}"] = average_score(per_task, splits)
+    return {"metrics": flat, "per_task": per_task, "texts": texts}

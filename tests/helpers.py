@@ -1,0 +1,194 @@
+"""What the test modules share (no test module imports another): where the real data lives and how its absence
+is reported, the argv of tiny runs, the entry scripts' main(), folder snapshots, fault injection, tokenizers.
+
+The real test data lives in ../shared/data beside the repository (T5_SHARED_DATA overrides it). Where it is
+absent, a test that needs it skips and names the missing path; with T5_REQUIRE_SHARED_DATA=1 (what .ci/run sets)
+it fails instead, so a CI that lost the data cannot pass by skipping.
+"""
+import functools
+import importlib
+import os
+import unittest
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import torch
+from absl.testing import parameterized
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
+REQUIRE_SHARED_DATA_ENV = "T5_REQUIRE_SHARED_DATA"
+ENTRY_SCRIPTS = ("pre_train_t5", "fine_tune_t5", "sweep", "train_tokenizer")
+EVAL_ROWS = 12  # fine-tuning runs evaluate this many RTE dev rows
+TEST_ROWS = 6  # and predict this many test rows
+
+
+def require(relative_path: str) -> Path:
+    """SHARED_DATA/relative_path, or a skip naming what is missing (a failure under T5_REQUIRE_SHARED_DATA=1)."""
+    path = SHARED_DATA / relative_path
+    if not path.exists():
+        message = f"real test data {path} is absent (expected ../shared/data beside the repo)"
+        if os.environ.get(REQUIRE_SHARED_DATA_ENV) == "1":
+            raise AssertionError(f"{message}; {REQUIRE_SHARED_DATA_ENV}=1 makes this a failure, not a skip")
+        raise unittest.SkipTest(message)
+    return path
+
+
+def entry_main(name):
+    """The main(argv) of an entry script at the repository root, which the end-to-end tests call as HF's example
+    tests do (the one place tests reach an entry script; nothing in t5kit or bench/ imports one)."""
+    if name not in ENTRY_SCRIPTS:
+        raise ValueError(f"{name} is not an entry script: {', '.join(ENTRY_SCRIPTS)}")
+    return importlib.import_module(name).main
+
+
+def argv_from(values):
+    """{"flag": value} -> ["--flag", "value", ...]; a list gives several values, None leaves the flag out."""
+    argv = []
+    for key, value in values.items():
+        if value is None:
+            continue
+        argv += [f"--{key}", *map(str, value)] if isinstance(value, list) else [f"--{key}", str(value)]
+    return argv
+
+
+def tiny_run_flags(output_dir, train_file, **overrides):
+    """argv of a seconds-long pre-training run: t5-tiny, 64-token inputs, real T5 tokenizer."""
+    return argv_from({
+        "output_dir": output_dir, "model_size": "t5-tiny", "tokenizer_name_or_path": str(require("t5_spiece")),
+        "train_files": [train_file], "input_length": 64, "per_device_train_batch_size": 4,
+        "per_device_eval_batch_size": 16, "max_eval_samples": 32, "max_steps": 8, "learning_rate": 1e-2,
+        "logging_steps": 1, "eval_strategy": "no", "save_strategy": "no", "use_cpu": True, "seed": 3,
+        "report_to": "none", "disable_tqdm": True, **overrides})
+
+
+def tiny_flags(output_dir, **overrides):
+    """argv of a seconds-long fine-tuning run: t5-tiny, short inputs, real T5 tokenizer, RTE from its folder."""
+    return argv_from({
+        "output_dir": output_dir, "model_size": "t5-tiny", "tokenizer_name_or_path": str(require("t5_spiece")),
+        "dataset_name": "rte", "data_dir": [str(require("glue/RTE"))], "max_source_length": 64,
+        "max_train_samples": 32, "max_eval_samples": EVAL_ROWS, "per_device_train_batch_size": 4,
+        "per_device_eval_batch_size": 32, "max_steps": 4, "learning_rate": 1e-2, "eval_strategy": "steps",
+        "eval_steps": 2, "save_strategy": "steps", "save_steps": 2, "logging_steps": 1, "use_cpu": True,
+        "seed": 3, "report_to": "none", "disable_tqdm": True, **overrides})
+
+
+def snapshot(folder):
+    """{relative path: bytes} of everything under folder, to prove a refused run touched nothing."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def read_paragraphs(path, limit):
+    text = Path(path).read_text(encoding="utf-8")
+    return [p.strip() for p in text.split("\n\n") if p.strip()][:limit]
+
+
+class TinyRunTestCase(parameterized.TestCase):
+    """Tiny runs on real text: self.corpus (a Gutenberg book) and a fresh self.dir per test."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+
+
+class OneThreadTestCase(TinyRunTestCase):
+    """In-process tiny runs: one torch thread, as two threads on a shared 2-core machine run ~10x slower."""
+
+    def setUp(self):
+        super().setUp()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.addCleanup(torch.set_num_threads, threads)
+
+    def run_flags(self, out, **overrides):
+        return tiny_run_flags(str(out), self.corpus, **{"max_steps": 4, "save_strategy": "steps", "save_steps": 2,
+                                                        **overrides})
+
+
+def fault_at(call, fault):
+    """Patches T5's forward so that `fault(output)` hits the `call`-th training forward (test-only fault)."""
+    from transformers import T5ForConditionalGeneration
+
+    original = T5ForConditionalGeneration.forward
+    calls = []
+
+    @functools.wraps(original)  # the Trainer reads forward's signature to pick dataset columns
+    def forward(model, *args, **kwargs):
+        output = original(model, *args, **kwargs)
+        if model.training:
+            calls.append(None)
+            if len(calls) == call:
+                fault(output)
+        return output
+    return mock.patch.object(T5ForConditionalGeneration, "forward", forward)
+
+
+def nan_loss_at(call):
+    def make_nan(output):
+        output.loss = output.loss * float("nan")
+    return fault_at(call, make_nan)
+
+
+def inf_gradient_at(call):
+    """The loss stays finite; backward multiplies its gradient by inf (an overflow inside backward)."""
+    def overflow_in_backward(output):
+        output.loss.register_hook(lambda grad: grad * float("inf"))
+    return fault_at(call, overflow_in_backward)
+
+
+def training_args(*argv):
+    """T5TrainingArguments parsed from argv (on the CPU, into an unused folder)."""
+    from t5kit.config import parsing
+    from t5kit.config.arguments import T5TrainingArguments
+
+    (args,) = parsing.parse_flags((T5TrainingArguments,), ["--output_dir", "/tmp/unused", "--use_cpu", "true", *argv])
+    return args
+
+
+@functools.lru_cache(maxsize=None)
+def in_memory_t5_tokenizer(num_words=32000, num_sentinels=100):
+    """A T5-layout tokenizer built in memory (no data needed): <pad>=0, </s>=1, <unk>=2, words w3..., and the
+    sentinels on top, <extra_id_0> the highest id, as in T5's vocabulary."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
+    vocab.update({f"w{i}": i for i in range(3, num_words)})
+    vocab.update({f"<extra_id_{i}>": num_words + num_sentinels - 1 - i for i in range(num_sentinels)})
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+        additional_special_tokens=[f"<extra_id_{i}>" for i in range(num_sentinels)])
+
+
+def random_word_ids(count, num_words=32000, seed=0):
+    """`count` word ids of in_memory_t5_tokenizer, Zipf-distributed like text (ids 3..num_words-1)."""
+    rng = np.random.default_rng(seed)
+    return 3 + np.minimum(rng.zipf(1.2, size=count) - 1, num_words - 4)
+
+
+def pre_train(argv):
+    """pre_train_t5.py's main(argv): metrics."""
+    return entry_main("pre_train_t5")(argv)
+
+
+def fine_tune(argv):
+    """fine_tune_t5.py's main(argv): results."""
+    return entry_main("fine_tune_t5")(argv)
+
+
+def run_sweep(argv):
+    """sweep.py's main(argv): the Optuna study."""
+    return entry_main("sweep")(argv)
+
+
+def train_tokenizer(argv):
+    """train_tokenizer.py's main(argv): the tokenizer folder."""
+    return entry_main("train_tokenizer")(argv)

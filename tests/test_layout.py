@@ -1,0 +1,101 @@
+"""The architecture as docs/architecture.md states it: one package split by layer, imports flowing one way, entry
+scripts that hold steps (no classes) and that nothing imports, test modules that share only tests/helpers.py."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from absl.testing import absltest, parameterized
+
+from tests.helpers import ENTRY_SCRIPTS, REPO
+
+# Rank of each layer: a module may import its own layer or a lower one, never a higher one.
+LAYER_RANKS = {"t5kit.errors": 0, "constants": 0, "t5kit.cli": 0, "t5kit.config": 1,
+               "t5kit.data": 2, "t5kit.model": 2, "t5kit.optim": 2, "t5kit.outputs": 2, "data_collator": 2,
+               "metrics": 2, "t5kit.train": 3, "t5kit.sweep": 3}
+LAYERS = ("config", "data", "model", "optim", "train", "outputs", "sweep")
+MAX_MODULE_LINES = 400
+
+
+def layer_of(module):
+    """The LAYER_RANKS key a dotted module name belongs to, or None for third-party modules."""
+    for name in sorted(LAYER_RANKS, key=len, reverse=True):
+        if module == name or module.startswith(name + "."):
+            return name
+    return None
+
+
+def imported_modules(path):
+    """Every module a file imports (absolute names; `from t5kit.x import y` counts t5kit.x.y too)."""
+    names = set()
+    for node in ast.walk(ast.parse(Path(path).read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def module_name(path):
+    return ".".join(Path(path).relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+
+
+LIBRARY = sorted(REPO.glob("t5kit/**/*.py")) + [REPO / name for name in ("constants.py", "data_collator.py",
+                                                                         "metrics.py")]
+
+
+class LayoutTest(parameterized.TestCase):
+
+    def test_the_package_has_one_folder_per_layer(self):
+        self.assertContainsSubset(LAYERS, [p.name for p in (REPO / "t5kit").iterdir() if p.is_dir()])
+        root_modules = sorted(p.stem for p in REPO.glob("*.py"))
+        self.assertEqual(root_modules, sorted([*ENTRY_SCRIPTS, "constants", "data_collator", "metrics"]))
+
+    @parameterized.named_parameters((module_name(p).replace(".", "_"), p) for p in LIBRARY)
+    def test_imports_flow_downward(self, path):
+        own = layer_of(module_name(path))
+        upward = [name for name in imported_modules(path)
+                  if layer_of(name) and LAYER_RANKS[layer_of(name)] > LAYER_RANKS[own]]
+        self.assertEmpty(upward, f"{module_name(path)} ({own}) imports a higher layer")
+
+    def test_data_never_imports_the_config_layer(self):
+        for path in REPO.glob("t5kit/data/*.py"):
+            self.assertEmpty([n for n in imported_modules(path) if n.startswith("t5kit.config")], path.name)
+
+    def test_the_config_layer_loads_no_trainer_data_or_model_module(self):
+        code = ("import sys; import t5kit.config.programs, t5kit.config.parsing, t5kit.config.launch_checks; "
+                "print('\\n'.join(m for m in sys.modules if m.startswith(('t5kit.', 'data_collator', 'metrics'))))")
+        loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout.split()
+        self.assertNotEmpty(loaded)
+        self.assertEmpty([m for m in loaded if not m.startswith(("t5kit.config", "t5kit.errors"))], loaded)
+
+    def test_nothing_imports_an_entry_script(self):
+        """Entry scripts are run, never imported: the package, benches, helper scripts and test modules import
+        the package. The one exception is tests/helpers.entry_main, which end-to-end tests call main() through."""
+        files = [*LIBRARY, *REPO.glob("*.py"), *REPO.glob("bench/*.py"), *REPO.glob("scripts/*.py"),
+                 *(p for p in REPO.glob("tests/*.py") if p.name != "helpers.py")]
+        for path in files:
+            self.assertEmpty(set(ENTRY_SCRIPTS) & imported_modules(path), path.relative_to(REPO))
+
+    def test_entry_scripts_hold_steps_not_classes(self):
+        for name in ENTRY_SCRIPTS:
+            tree = ast.parse((REPO / f"{name}.py").read_text())
+            self.assertEmpty([n.name for n in tree.body if isinstance(n, ast.ClassDef)], name)
+            self.assertIn("main", [n.name for n in tree.body if isinstance(n, ast.FunctionDef)], name)
+
+    def test_no_test_module_imports_another(self):
+        for path in REPO.glob("tests/*.py"):
+            others = [n for n in imported_modules(path) if n.split(".")[-1].startswith("test_")
+                      or n.startswith("tests.test_")]
+            self.assertEmpty(others, path.name)
+
+    def test_modules_stay_under_400_lines(self):
+        for path in [*LIBRARY, *REPO.glob("*.py"), *REPO.glob("scripts/*.py")]:
+            lines = len(path.read_text().splitlines())
+            self.assertLessEqual(lines, MAX_MODULE_LINES, f"{path.relative_to(REPO)}: split it by concern")
+
+
+if __name__ == "__main__":
+    absltest.main()
