@@ -20,7 +20,9 @@ from t5kit.outputs import run_folder, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.train import callbacks, resume, seams, stream_resume
-from t5kit.train.pretrain_trainer import EVAL_METRIC, PretrainTrainer, predicted_token_ids, token_accuracy
+from t5kit.train.pretrain_trainer import (
+    EVAL_METRIC, PretrainTrainer, SpanCorruptionMetrics, predicted_ids_and_losses, special_target_ids,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +75,9 @@ def main(argv=None):
         run_record.write_run_record(training_args.output_dir, record)
     trainer = PretrainTrainer(
         model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
-        data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
-        preprocess_logits_for_metrics=predicted_token_ids,
+        data_collator=collator, processing_class=tokenizer,
+        compute_metrics=SpanCorruptionMetrics(special_target_ids(tokenizer)),
+        preprocess_logits_for_metrics=predicted_ids_and_losses,
         optimizers=(optimizer, None),
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),

@@ -1,18 +1,22 @@
 """The pre-training trainer: Seq2SeqTrainer with atomic checkpoints, the non-finite guard and exact stream resume,
 and the evaluation metric that goes with span corruption.
 
-    trainer = PretrainTrainer(model=model, args=training_args, ..., compute_metrics=token_accuracy,
-                              preprocess_logits_for_metrics=predicted_token_ids)
+    trainer = PretrainTrainer(model=model, args=training_args, ...,
+                              compute_metrics=SpanCorruptionMetrics(special_target_ids(tokenizer)),
+                              preprocess_logits_for_metrics=predicted_ids_and_losses)
 """
 import numpy as np
+import torch.nn.functional as F
 from transformers import Seq2SeqTrainer
+
+from constants import NUM_SENTINELS
 
 from t5kit.optim import grouped_adafactor
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.stream_resume import StreamResumeMixin
 
-EVAL_METRIC = "token_accuracy"
+EVAL_METRIC = "content_accuracy"  # what the loss curve plots beside the losses
 
 
 class PretrainTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, StreamResumeMixin, Seq2SeqTrainer):
@@ -23,14 +27,34 @@ class PretrainTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, StreamResumeMixi
     get_optimizer_cls_and_kwargs = staticmethod(grouped_adafactor.optimizer_cls_and_kwargs)
 
 
-def predicted_token_ids(logits, labels):
-    """Keeps only the argmax ids of eval logits, (B, target_length), so evaluation holds no vocab-sized arrays."""
+def predicted_ids_and_losses(logits, labels):
+    """(argmax ids, token losses -log p(label)), both (B, target_length): what the metrics need of the logits, so
+    evaluation holds no vocabulary-sized arrays. Positions labelled -100 get a loss too; the metrics skip them."""
     logits = logits[0] if isinstance(logits, tuple) else logits
-    return logits.argmax(dim=-1)
+    losses = F.cross_entropy(logits.transpose(1, 2).float(), labels.clamp(min=0), reduction="none")  # (B, T)
+    return logits.argmax(dim=-1), losses
 
 
-def token_accuracy(eval_prediction):
-    """Fraction of target tokens (span tokens, sentinels and EOS) the model predicts exactly."""
-    predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
-    scored = labels != -100
-    return {EVAL_METRIC: float(np.mean(predictions[scored] == labels[scored]))}
+def special_target_ids(tokenizer):
+    """The ids a span-corruption target holds besides content: the sentinels <extra_id_N> and EOS."""
+    sentinels = tokenizer.convert_tokens_to_ids([f"<extra_id_{i}>" for i in range(NUM_SENTINELS)])
+    return np.asarray([*sentinels, tokenizer.eos_token_id], dtype=np.int64)
+
+
+class SpanCorruptionMetrics:
+    """Evaluation metrics of span corruption. token_accuracy counts every target token; most of those are sentinels
+    and EOS, which a model learns to place long before it learns language (a model that learned nothing scores ~0.28
+    at T5's settings). content_accuracy and content_loss count only the tokens of the corrupted spans: the text the
+    model must fill in."""
+
+    def __init__(self, special_ids):
+        self.special_ids = np.asarray(special_ids)
+
+    def __call__(self, eval_prediction):
+        (predicted, losses), labels = eval_prediction.predictions, eval_prediction.label_ids
+        scored = labels != -100
+        content = scored & ~np.isin(labels, self.special_ids)
+        return {"token_accuracy": float(np.mean(predicted[scored] == labels[scored])),
+                EVAL_METRIC: float(np.mean(predicted[content] == labels[content])),
+                "content_loss": float(np.mean(losses[content])),
+                "content_share": float(content.sum() / max(scored.sum(), 1))}
