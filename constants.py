@@ -26,6 +26,9 @@ VOCAB_PAD_MULTIPLE = 128
 
 # Architecture presets for random initialisation (`--model_size`). Keys are T5Config arguments.
 _T5_V1_0 = dict(feed_forward_proj="relu", tie_word_embeddings=True)
+# T5 v1.1: GEGLU feed-forward and "no parameter sharing between embedding and classifier layer" (its own lm_head,
+# no rescaling of the decoder output); model/building.py keeps the head untied, which transformers' T5Config alone
+# does not.
 _T5_V1_1 = dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False)
 MODEL_SIZE_PRESETS = {
     # Tiny shapes: "t5-tiny" for unit tests (seconds on CPU), "t5-mini" for the offline quickstart.
