@@ -71,7 +71,8 @@ def main(argv=None):
     model.generation_config.max_length = 1 + max(split.max_target_length for role in splits.values()
                                                  for split in role)
     tokens_per_example = task_data.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"])
-    derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model))
+    derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model),
+                                        model.config.dropout_rate)
     run_logging.log_run_summary(record, derived)
 
     # 7. Collator: each batch padded to its own longest row (dynamic padding; labels padded with -100).

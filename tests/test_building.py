@@ -1,6 +1,6 @@
 """model/building.py: every --model_size preset builds the architecture its T5 version has (parameter counts with
-T5's 32,128-row vocabulary; T5 1.0 ties lm_head to the embedding, T5 v1.1 does not), and an untied head keeps its
-own values through save, load, resume and resize_token_embeddings."""
+T5's 32,128-row vocabulary; T5 1.0 ties lm_head to the embedding, T5 v1.1 does not), an untied head keeps its
+own values through save, load, resume and resize_token_embeddings, and --dropout_rate applies where it is given."""
 from unittest import mock
 
 import torch
@@ -8,6 +8,7 @@ from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
 import constants
+from t5kit.config.arguments import ModelArguments
 from t5kit.model import building
 from t5kit.train import resume
 from tests.helpers import TinyRunTestCase, pre_train, tiny_run_flags
@@ -88,6 +89,35 @@ class UntiedHeadTest(parameterized.TestCase):
         loaded = building.load_pretrained_t5(folder)
         self.assertIs(loaded.lm_head.weight, loaded.shared.weight)
         self.assertTrue(loaded.config.tie_word_embeddings)
+
+
+class DropoutTest(parameterized.TestCase):
+    """--dropout_rate: unset, random init trains without dropout (T5 v1.1 pre-training) and a loaded model keeps
+    its own; given, it applies to a loaded model too (T5 fine-tunes with 0.1)."""
+
+    class Tokenizer:  # what build_t5_config reads
+        pad_token_id, eos_token_id = 0, 1
+
+        def __len__(self):
+            return 128
+
+    def saved_model(self, dropout_rate):
+        folder = self.create_tempdir().full_path
+        config = building.t5_config(constants.MODEL_SIZE_PRESETS["t5-tiny"], 128, 0, 1, dropout_rate=dropout_rate)
+        building.new_t5_model(config).save_pretrained(folder)
+        return folder
+
+    @parameterized.named_parameters(
+        ("random_init_default", False, None, 0.0), ("random_init_given", False, 0.2, 0.2),
+        ("loaded_keeps_its_own", True, None, 0.0), ("loaded_given", True, 0.1, 0.1))
+    def test_dropout_used(self, loaded, flag, expected):
+        folder = self.saved_model(dropout_rate=0.0) if loaded else None
+        args = ModelArguments(model_name_or_path=folder, model_size="t5-tiny", tokenizer_name_or_path="t5",
+                              dropout_rate=flag)
+        model = building.build_model(args, self.Tokenizer())
+        self.assertEqual(model.config.dropout_rate, expected)
+        rates = {module.p for module in model.modules() if isinstance(module, torch.nn.Dropout)}
+        self.assertEqual(rates, {expected})
 
 
 class UntiedResumeTest(TinyRunTestCase):

@@ -116,6 +116,16 @@ class FineTuneEndToEndTest(parameterized.TestCase):
                          (self.run_dir / "predictions_rte_validation.jsonl").read_text())
         self.assertFalse((out / "model.safetensors").exists())
 
+    def test_dropout_rate_applies_to_the_loaded_model_when_given(self):
+        # The shared run was initialised randomly: no dropout (T5 v1.1 pre-training), recorded as such.
+        derived = yaml.safe_load((self.run_dir / "config.yaml").read_text())["derived"]
+        self.assertEqual(derived["dropout_rate"], 0.0)
+        out = self.dir / "dropout"
+        fine_tune(tiny_flags(str(out), model_size=None, tokenizer_name_or_path=None,
+                             model_name_or_path=str(self.run_dir), dropout_rate=0.1, max_steps=2))
+        self.assertEqual(yaml.safe_load((out / "config.yaml").read_text())["derived"]["dropout_rate"], 0.1)
+        self.assertEqual(json.loads((out / "config.json").read_text())["dropout_rate"], 0.1)
+
     def test_rank_scoring_predicts_only_label_words(self):
         out = self.dir / "rank"
         metrics = fine_tune(eval_only_flags(str(out), str(self.run_dir), label_scoring="rank"))

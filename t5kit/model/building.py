@@ -18,6 +18,7 @@ logger = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
 FUSED_T5_ATTENTION_SINCE = "5.20"  # the first transformers whose T5 gives SDPA a contiguous position-bias mask
 T5_MODEL_TYPES = ("t5", "mt5")  # what T5ForConditionalGeneration loads
+RANDOM_INIT_DROPOUT_RATE = 0.0  # T5 v1.1 pre-training turned dropout off (released_checkpoints.md)
 
 
 def check_t5_tokenizer(tokenizer, name):
@@ -151,12 +152,18 @@ def build_model(model_args, tokenizer, use_cpu=False):
     if model_args.attn_implementation == t5_flex_attention.NAME:
         t5_flex_attention.check_gpu_generation(use_cpu)
     if model_args.model_name_or_path:
+        # --dropout_rate replaces the model's own only when given (T5 fine-tunes with 0.1; a model pre-trained
+        # with 0.0 would otherwise fine-tune without dropout).
+        overrides = {} if model_args.dropout_rate is None else {"dropout_rate": model_args.dropout_rate}
         model = load_pretrained_t5(model_args.model_name_or_path, model_args.cache_dir,
-                                   model_args.trust_remote_code)
+                                   model_args.trust_remote_code, **overrides)
         if model.get_input_embeddings().num_embeddings < len(tokenizer):
             model.resize_token_embeddings(padded_vocab_size(tokenizer))
     else:
-        model = new_t5_model(build_t5_config(model_args.model_size, tokenizer, model_args.dropout_rate))
+        dropout_rate = RANDOM_INIT_DROPOUT_RATE if model_args.dropout_rate is None else model_args.dropout_rate
+        model = new_t5_model(build_t5_config(model_args.model_size, tokenizer, dropout_rate))
+    logger.info("dropout_rate %s (%s)", model.config.dropout_rate, "--dropout_rate" if model_args.dropout_rate
+                is not None else "the model's own" if model_args.model_name_or_path else "random init default")
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
     cast_position_bias_under_autocast(model)
