@@ -228,7 +228,7 @@ class RegistryTest(parameterized.TestCase):
 
     @parameterized.named_parameters(
         ("task", "glue", "sst", "unknown task 'sst' for --benchmark glue; did you mean 'sst2'? choices: cola, sst2"),
-        ("benchmark", "superglue", "rte", "unknown --benchmark 'superglue'; did you mean 'super_glue'?"),
+        ("benchmark", "superglue", "rte", "unknown --benchmark 'superglue'; did you mean 'super_glue' or 'glue'?"),
         ("no_close_name", "glue", "zzzz", "unknown task 'zzzz' for --benchmark glue; choices: cola, sst2"))
     def test_unknown_names_suggest(self, benchmark, task, message):
         with self.assertRaisesRegex(UsageError, "^" + message.replace("?", r"\?")):
