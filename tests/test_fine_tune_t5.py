@@ -299,7 +299,7 @@ class FineTuneRefusalsTest(parameterized.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertEqual([line for line in result.stderr.splitlines() if line.startswith("error:")],
                          ["error: unknown task 'cola2' for --benchmark glue; did you mean 'cola'? choices: cola, "
-                          "sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli"])
+                          "sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli, ax"])
         self.assertFalse(self.out.exists())
 
 
