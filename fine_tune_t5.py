@@ -8,7 +8,8 @@
         --model_name_or_path runs/quickstart --output_dir runs/glue_mix                    # multi-task
 
 Outputs (rank 0): config.yaml, metrics.json (per-task metrics, their average, data counts), a predictions file per
-split, glue_submission/<Task>.tsv for GLUE test splits (--do_predict), loss_curve.png and the best model.
+split, the leaderboard files of GLUE and SuperGLUE test splits (--do_predict: glue_submission/<Task>.tsv,
+superglue_submission/<Task>.jsonl), loss_curve.png and the best model.
 """
 import logging
 import sys
@@ -25,7 +26,7 @@ from t5kit.optim import param_groups
 from t5kit.outputs import run_folder, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
-from t5kit.outputs.predictions import write_glue_submission, write_predictions
+from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
 from t5kit.train import callbacks, resume, seams, task_setup
 from t5kit.train.task_trainer import AVERAGE_KEY, TaskCollator, TaskTrainer, predict_splits
 
@@ -108,14 +109,14 @@ def main(argv=None):
 
 
 def write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates):
-    """Predictions files, GLUE submissions, metrics.json and loss_curve.png next to the saved model."""
+    """Predictions files, leaderboard files, metrics.json and loss_curve.png next to the saved model."""
     out = trainer.args.output_dir
     written = []
     for role, outcome in (("eval", evaluation), ("predict", prediction)):
         for split in splits[role]:
             written.append(write_predictions(out, split, outcome["texts"][split.key], data_args.predictions_format))
-            if role == "predict":
-                written.append(write_glue_submission(out, split, outcome["texts"][split.key]))
+            if role == "predict" and data_args.leaderboard_files:
+                written.append(write_leaderboard_file(out, split, outcome["texts"][split.key]))
     summary = {
         **results,
         "per_task_metrics": evaluation["per_task"],

@@ -103,6 +103,12 @@ CASES = {
         w, data_dir=None, train_file=write(w / "t.jsonl", '{"text": "x", "label": 1}\n'),
         validation_file=write(w / "v.jsonl", '{"text": "y", "label": 0}\n')),
         "t.jsonl lacks column(s) sentence1, sentence2 of task glue/rte"),
+    "submission_without_idx": ("fine_tune_t5", lambda w: finetune(
+        w, benchmark="super_glue", data_dir=None, do_predict=True,
+        train_file=write(w / "t.jsonl", '{"premise": "A man eats.", "hypothesis": "A man eats.", "label": 0}\n'),
+        validation_file=str(w / "t.jsonl"),
+        test_file=write(w / "test.jsonl", '{"premise": "A man eats.", "hypothesis": "Nobody eats."}\n')),
+        "test.jsonl line 1 has no idx (or index), which the super_glue server matches predictions by"),
     # launch configs
     "deepspeed_not_json": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "{stage")),
                            "is not valid JSON"),

@@ -165,6 +165,31 @@ class FineTuneVariantsTest(parameterized.TestCase):
         for task in ("sst2", "rte", "stsb"):
             self.assertLen(read_jsonl(out / f"predictions_{task}_validation.jsonl"), 6)
 
+    def test_superglue_mixture_evaluates_and_writes_the_server_files(self):
+        """MultiRC, ReCoRD and WSC trained together on the fixtures (T5's formats), AX-g predicted beside them: each
+        task scored with SuperGLUE's own metrics, and each test split written as the SuperGLUE server takes it."""
+        out = self.dir / "superglue"
+        metrics = fine_tune(tiny_flags(
+            str(out), dataset_name=None, tasks="super_glue/multirc,super_glue/record,super_glue/wsc,super_glue/axg",
+            data_dir=[str(REPO / "tests/fixtures/superglue")], max_train_samples=None, max_eval_samples=None,
+            max_target_length=8, max_steps=2, do_predict=True))
+        saved = json.loads((out / "metrics.json").read_text())
+        reported = {"multirc": ("f1", "exact_match", "combined_score"), "record": ("exact_match", "f1",
+                    "combined_score"), "wsc": ("accuracy",)}
+        self.assertCountEqual(saved["per_task_metrics"], reported)  # AX-g is only predicted
+        for task, names in reported.items():
+            self.assertContainsSubset(names + ("invalid_count", "invalid_rate"), saved["per_task_metrics"][task])
+        self.assertEqual(saved["data"]["wsc/train"]["not_referent"], 2)
+        self.assertEqual(saved["data"]["record/validation"]["used"], 4)  # one example per answer
+        self.assertIn("predict_axg_gender_parity", metrics)  # AX-g's file has labels: scored when predicted
+        lines = {name: read_jsonl(out / "superglue_submission" / f"{name}.jsonl")
+                 for name in ("MultiRC", "ReCoRD", "WSC", "AX-g")}
+        self.assertEqual([[len(q["answers"]) for q in line["passage"]["questions"]] for line in lines["MultiRC"]],
+                         [[5, 2], [2]])
+        self.assertEqual([line["idx"] for line in lines["ReCoRD"]], [0, 1, 2])
+        self.assertContainsSubset({line["label"] for line in lines["WSC"]}, {"True", "False"})
+        self.assertContainsSubset({line["label"] for line in lines["AX-g"]}, {"entailment", "not_entailment"})
+
     def test_task_declared_in_yaml_alone(self):
         out = self.dir / "custom"
         fine_tune([str(REPO / "configs/custom_task_example.yaml"), "--model_size", "t5-tiny",

@@ -64,6 +64,10 @@ class FineTuneDataArguments:
                 "entailment/not_entailment) or wsc_simple (as T5 evaluated WNLI, glue_wnli_v002_simple_eval: the "
                 "pronoun marked, the candidate referent as target, scored like WSC; evaluation and prediction "
                 "only, with a model fine-tuned on super_glue/wsc).", "choices": constants.WNLI_FORMATS})
+    leaderboard_files: bool = field(default=True, metadata={
+        "help": "With --do_predict, write the GLUE (glue_submission/<Task>.tsv) and SuperGLUE "
+                "(superglue_submission/<Task>.jsonl) server files for test splits of their tasks; every predicted "
+                "row then needs its idx. false: predictions files only."})
     predictions_format: str = field(default="jsonl", metadata={
         "help": "Format of the per-split predictions files (input, target, prediction, correct): jsonl or tsv.",
         "choices": PREDICTIONS_FORMATS})

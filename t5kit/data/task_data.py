@@ -24,6 +24,7 @@ GENERATION_TARGET_LENGTH = 128  # default --max_target_length of generation task
 FREE_TEXT_TASK_TYPES = ("generation", "qa", "referent")  # targets are texts, not a fixed set of words
 STSB_MAX_SCORE = 5  # STS-B scores lie in [0, 5]
 ROLE_FLAGS = {"train": "--do_train", "eval": "--do_eval", "predict": "--do_predict"}
+LEADERBOARD_BENCHMARKS = ("glue", "super_glue")  # their test predictions become server files, keyed by idx
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,19 @@ def format_examples(plan, rows):
     return examples, malformed, filtered
 
 
+def check_leaderboard_indices(plan, data_args, examples, where):
+    """Server files match predictions to test rows by idx: a predicted split of a GLUE/SuperGLUE task must have
+    it on every row (T5's formats keep it)."""
+    benchmark = plan.task_vals["name"].split("/")[0]
+    if plan.role != "predict" or benchmark not in LEADERBOARD_BENCHMARKS or not data_args.leaderboard_files:
+        return
+    for number, example in examples:
+        if example.meta["idx"] is None:
+            raise UsageError(f"{where} line {number} has no idx (or index), which the {benchmark} server matches "
+                             "predictions by; predict the official test file, or pass --leaderboard_files false for "
+                             "predictions files only")
+
+
 def build_task_split(plan, data_args, tokenizer, cache_dir=None) -> TaskSplit:
     """Reads, checks, formats and tokenises one split."""
     task_vals = plan.task_vals
@@ -224,6 +238,7 @@ def build_task_split(plan, data_args, tokenizer, cache_dir=None) -> TaskSplit:
     if filtered:
         logger.info("%s %s: trains on the %d rows whose candidate is the referent, not the %d others (T5's "
                     "correct_referent_only)", task_vals["name"], plan.split, len(examples), filtered)
+    check_leaderboard_indices(plan, data_args, examples, where)
     inputs = [example.input for _, example in examples]
     targets = [example.target for _, example in examples]
     meta = [dict(example.meta, idx=position if example.meta["idx"] is None else example.meta["idx"])
