@@ -41,6 +41,7 @@ def main(argv=None):
         FINETUNE_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
     tasks = task_data.resolve_tasks(data_args)
     plans = task_data.plan_splits(tasks, data_args, training_args)
+    task_setup.turn_off_evaluation_without_splits(training_args, plans)
     best_metric = task_setup.choose_best_model_metric(training_args, plans)
     task_setup.check_model_to_evaluate(model_args, training_args)
     record = run_record.flag_values(flags)

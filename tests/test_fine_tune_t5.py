@@ -116,6 +116,18 @@ class FineTuneEndToEndTest(parameterized.TestCase):
                          (self.run_dir / "predictions_rte_validation.jsonl").read_text())
         self.assertFalse((out / "model.safetensors").exists())
 
+    def test_diagnostic_task_is_predicted_with_the_rte_model(self):
+        # AX-b has only a test split: the run predicts it (scored, as its file has labels) and evaluates nothing.
+        out = self.dir / "axb"
+        metrics = fine_tune(eval_only_flags(str(out), str(self.run_dir), benchmark="super_glue", dataset_name="axb",
+                                            data_dir=[str(REPO / "tests/fixtures/superglue")], do_predict=True))
+        config = yaml.safe_load((out / "config.yaml").read_text())
+        self.assertEqual((config["do_eval"], config["eval_strategy"], config["load_best_model_at_end"]),
+                         (False, "no", False))
+        self.assertIn("predict_matthews_correlation", metrics)
+        self.assertEqual([line["idx"] for line in read_jsonl(out / "superglue_submission" / "AX-b.jsonl")],
+                         [0, 1, 2, 3])
+
     def test_dropout_rate_applies_to_the_loaded_model_when_given(self):
         # The shared run was initialised randomly: no dropout (T5 v1.1 pre-training), recorded as such.
         derived = yaml.safe_load((self.run_dir / "config.yaml").read_text())["derived"]

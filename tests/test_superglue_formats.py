@@ -246,16 +246,23 @@ class DiagnosticPlanTest(parameterized.TestCase):
     @parameterized.named_parameters(
         ("ax_train", dict(dataset_name="ax"), dict(do_train=True),
          r"--do_train: glue/ax is only predicted, never trained on .*fine-tuned on glue/mnli"),
-        ("axb_eval", dict(dataset_name="axb", benchmark="super_glue"), dict(do_train=False),
-         r"--do_eval: super_glue/axb has no validation split"),
+        ("axb_evaluated_only", dict(dataset_name="axb", benchmark="super_glue"),
+         dict(do_train=False, do_predict=False), r"nothing to do: super_glue/axb has only a test split; pass "
+                                                 r"--do_predict true"),
         ("wnli_as_wsc_train", dict(dataset_name="wnli", wnli_format="wsc_simple"), dict(do_train=True),
          r"--do_train: glue/wnli is only predicted.*fine-tuned on super_glue/wsc"),
     )
-    def test_diagnostic_alone_is_refused_for_training_and_evaluation(self, flags, run, message):
+    def test_diagnostic_alone_is_refused_for_training_or_with_nothing_to_do(self, flags, run, message):
         args = FineTuneDataArguments(**flags)
         with self.assertRaisesRegex(UsageError, message):
             task_data.plan_splits(task_data.resolve_tasks(args), args,
                                   SimpleNamespace(**{"do_train": False, "do_eval": True, "do_predict": True, **run}))
+
+    def test_diagnostic_alone_is_predicted_without_evaluation(self):
+        args = FineTuneDataArguments(dataset_name="axb", benchmark="super_glue")
+        plans = task_data.plan_splits(task_data.resolve_tasks(args), args,
+                                      SimpleNamespace(do_train=False, do_eval=True, do_predict=True))
+        self.assertEqual([(p.role, p.split) for p in plans], [("predict", "test")])
 
     def test_wnli_format_switches_the_task_to_wnli_simple(self):
         (task,) = task_data.resolve_tasks(FineTuneDataArguments(dataset_name="wnli", wnli_format="wsc_simple"))

@@ -135,7 +135,9 @@ WSC_SPECIAL_INPUTS = {
 
 
 def wsc_rows(raw, labelled):
-    """The official file nests the spans under "target"; TFDS flattens them."""
+    """The official file nests the spans under "target"; TFDS flattens them. TFDS's wsc.fixed (the config T5 reads)
+    also repairs the span texts of a few rows (`_fix_wst`); those repairs are not reproduced here: such a row is
+    formatted as it comes, and counted as malformed where its pronoun index then fails T5's check."""
     target = raw.get("target")
     if not isinstance(target, dict) or any(key not in target for key in WSC_SPAN_KEYS) \
             or not isinstance(raw.get("text"), str) or "idx" not in raw or (labelled and raw.get("label") is None):
@@ -249,7 +251,8 @@ def wnli_examples(task_vals, row):
 # ----------------------------------------------------------------------------------------------------- AX-g
 def axg_examples(task_vals, row):
     """RTE's format; Winogender pairs (same sentence, the other gender) share a group for gender parity: the
-    official file's pair_id, else consecutive idx (2k, 2k + 1), the order of the released file."""
+    official file's pair_id. Hub rows have no pair_id: there consecutive idx (2k, 2k + 1) are taken as a pair,
+    which assumes the released file's order (pairs adjacent), not checked against a real copy."""
     (example,) = glue_examples(task_vals, row)
     group = row["pair_id"] if row.get("pair_id") is not None else row["idx"] // 2
     return [example._replace(meta={**example.meta, "group": group})]
@@ -269,6 +272,4 @@ EXAMPLES = {"glue": glue_examples, "multirc": multirc_examples, "record": record
 def is_unlabeled(task_vals, row) -> bool:
     """A row without a label: NO_LABEL in its label column (hub test rows), or no answers (ReCoRD test rows)."""
     value = row.get(task_vals["label_column_name"])
-    if task_vals.get("row_format") == "record":
-        return not value
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and value == NO_LABEL
+    return not value if task_vals.get("row_format") == "record" else is_no_label(value)

@@ -103,20 +103,18 @@ def task_splits(task_vals, files_mode) -> dict:
             "predict": list(task_vals["test_splits"])}
 
 
-def missing_role_message(role, tasks):
+def untrainable_message(tasks):
     names = ", ".join(t["name"] for t in tasks)
-    if role == "train":
-        by = ", ".join(dict.fromkeys(t["predicted_by"] for t in tasks if t.get("predicted_by")))
-        return (f"--do_train: {names} is only predicted, never trained on (T5 mixes it with rate 0); pass --do_train "
-                f"false with --model_name_or_path of a model fine-tuned on {by or 'a related task'}, or add that task "
-                "to --tasks")
-    return (f"--do_eval: {names} has no validation split, only a test split; pass --do_eval false --eval_strategy no "
-            "(--do_predict true predicts it, and scores it where its file has labels)")
+    by = ", ".join(dict.fromkeys(t["predicted_by"] for t in tasks if t.get("predicted_by")))
+    return (f"--do_train: {names} is only predicted, never trained on (T5 mixes it with rate 0); pass --do_train "
+            f"false with --model_name_or_path of a model fine-tuned on {by or 'a related task'}, or add that task to "
+            "--tasks")
 
 
 def plan_splits(tasks, data_args, training_args) -> list:
     """Every split the run will read, checked against the flags before any data or model is loaded. A task without
-    a split for a role is left out of that role (logged) when another task has one, else refused."""
+    a split for a role is left out of that role (logged); a training run without any training split is refused,
+    and so is a run left with nothing to read (a diagnostic task evaluated without --do_predict)."""
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         raise UsageError("nothing to do: pass --do_train, --do_eval or --do_predict true")
     files = {"train": data_args.train_file, "eval": data_args.validation_file, "predict": data_args.test_file}
@@ -132,8 +130,8 @@ def plan_splits(tasks, data_args, training_args) -> list:
             raise UsageError(f"{ROLE_FLAGS[role]} needs {FILE_FLAGS[role]} (this run reads local files); pass "
                              f"it or {ROLE_FLAGS[role]} false" + (" --eval_strategy no" if role == "eval" else ""))
         without = [t for t in tasks if not task_splits(t, files_mode)[role]]
-        if len(without) == len(tasks):
-            raise UsageError(missing_role_message(role, tasks))
+        if role == "train" and len(without) == len(tasks):
+            raise UsageError(untrainable_message(tasks))
         if without:
             logger.info("%s: %s %s no %s split; left out of it", ROLE_FLAGS[role],
                         ", ".join(t["name"] for t in without), "has" if len(without) == 1 else "have", role)
@@ -143,6 +141,9 @@ def plan_splits(tasks, data_args, training_args) -> list:
             for split in splits:
                 key = label if len(splits) == 1 else split_result_key(label, split)
                 plans.append(SplitPlan(task_vals, split, role, key))
+    if not plans:
+        raise UsageError(f"nothing to do: {', '.join(t['name'] for t in tasks)} has only a test split; pass "
+                         "--do_predict true (with --do_train false and a fine-tuned --model_name_or_path)")
     return plans
 
 
