@@ -128,6 +128,17 @@ class FineTuneEndToEndTest(parameterized.TestCase):
         self.assertEqual([line["idx"] for line in read_jsonl(out / "superglue_submission" / "AX-b.jsonl")],
                          [0, 1, 2, 3])
 
+    def test_wnli_evaluated_as_t5_did(self):
+        # --wnli_format wsc_simple: the pronoun marked, the candidate referent as target, scored by wsc_simple.
+        out = self.dir / "wnli"
+        metrics = fine_tune(eval_only_flags(str(out), str(self.run_dir), dataset_name="wnli",
+                                            data_dir=[str(require("glue/WNLI"))], wnli_format="wsc_simple"))
+        predictions = read_jsonl(out / "predictions_wnli_validation.jsonl")
+        self.assertEqual((predictions[0]["input"], predictions[0]["target"]),
+                         ("wsc: The drain is clogged with hair. *It* has to be cleaned.", "The hair"))
+        self.assertAlmostEqual(metrics["eval_accuracy"],
+                               100.0 * sum(p["correct"] for p in predictions) / len(predictions))
+
     def test_dropout_rate_applies_to_the_loaded_model_when_given(self):
         # The shared run was initialised randomly: no dropout (T5 v1.1 pre-training), recorded as such.
         derived = yaml.safe_load((self.run_dir / "config.yaml").read_text())["derived"]

@@ -94,8 +94,8 @@ def task_label(task_vals, tasks) -> str:
 
 
 def task_splits(task_vals, files_mode) -> dict:
-    """role -> the task's split names; a diagnostic task (train_split None) is never trained, one without
-    validation splits never evaluated, even from local files."""
+    """role -> the task's split names. A diagnostic task (train_split None) is never trained, even from local
+    files; local files give each role its one split."""
     trains = task_vals.get("train_split", "train") is not None
     if files_mode:
         return {"train": ["train"] if trains else [], "eval": ["validation"], "predict": ["test"]}

@@ -2,7 +2,7 @@
 the official GLUE / SuperGLUE layout (--data_dir) or the hub dataset of the registry entry.
 
     rows, columns, where, from_task_files = read_split(plan, data_args, cache_dir)
-    kept, stats = convert_rows(plan, rows, columns, where, from_task_files)   # [(line, hub-form row)], counts
+    kept, malformed, unlabeled = convert_rows(plan, rows, columns, where, from_task_files)  # [(line, row)], ...
 
 TSVs are read with csv.QUOTE_NONE as HF's glue.py does; official rows are mapped by task_format.convert_file_row,
 and the nested rows of MultiRC, ReCoRD and WSC files are flattened as TFDS does (superglue_formats.FILE_ROWS).
