@@ -26,6 +26,9 @@ VOCAB_PAD_MULTIPLE = 128
 
 # Architecture presets for random initialisation (`--model_size`). Keys are T5Config arguments.
 _T5_V1_0 = dict(feed_forward_proj="relu", tie_word_embeddings=True)
+# T5 v1.1: GEGLU feed-forward and "no parameter sharing between embedding and classifier layer" (its own lm_head,
+# no rescaling of the decoder output); model/building.py keeps the head untied, which transformers' T5Config alone
+# does not.
 _T5_V1_1 = dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False)
 MODEL_SIZE_PRESETS = {
     # Tiny shapes: "t5-tiny" for unit tests (seconds on CPU), "t5-mini" for the offline quickstart.
@@ -63,7 +66,15 @@ MODEL_SIZE_PRESETS = {
 #   tsv_columns          hub split -> column names of header-less files (CoLA train/dev); other files have a header
 #   file_column_map      file column -> our column; columns absent from it keep their name
 #   file_label_map       raw file label -> label id; None: regression parses a float, generation keeps the text
-# Files without a label column (GLUE/SuperGLUE test splits) get label NO_LABEL, as the hub's test splits have.
+#   row_format           optional: how rows become T5 examples when they are not plain `glue` rows
+#                        (t5kit/data/superglue_formats.py): "multirc", "record", "wsc_simple", "wnli_simple", "axg"
+#   t5_task              the T5 task (t5/data/tasks.py) whose format and metrics the entry reproduces
+#   submission_name      leaderboard file name when it is not data_dir_name (GLUE's diagnostic folder: AX.tsv)
+#   train_only_referents WSC: train only on rows whose candidate is the referent (T5: correct_referent_only)
+#   predicted_by         a task only predicted (train_split None): the task whose model T5 predicts it with
+# Files without a label column (GLUE/SuperGLUE test splits) get label NO_LABEL, as the hub's test splits have. A
+# diagnostic task (GLUE AX, SuperGLUE AX-b and AX-g) has only a test split: T5 mixes it in with rate 0, so it is
+# never trained on, only predicted by a model fine-tuned on MNLI (AX) or RTE (AX-b, AX-g).
 
 NO_LABEL = -1  # hub label of unlabeled (test) rows; T5's `glue` preprocessor turns it into the target "<unk>".
 NO_LABEL_TARGET = "<unk>"
@@ -72,12 +83,20 @@ NO_LABEL_TARGET = "<unk>"
 STSB_TARGET_RESOLUTION = 5
 
 # Metrics each task type can report (metrics.py computes them; names as HF `evaluate`'s glue/rouge metrics).
+# "qa": a generated answer scored against every acceptable answer (ReCoRD, T5's squad metric); "referent": a
+# generated referent scored by T5's wsc_simple postprocessor against the row's label (WSC, WNLI as WSC).
+# exact_match of a classification task is T5's mean_group_metric(all_match) over questions (MultiRC), and
+# gender_parity the share of Winogender pairs predicted alike (AX-g): both need the groups of their row_format.
 METRIC_NAMES_BY_TASK_TYPE = {
-    "classification": ("accuracy", "f1", "matthews_correlation"),
+    "classification": ("accuracy", "f1", "matthews_correlation", "exact_match", "gender_parity"),
     "regression": ("pearson", "spearmanr"),
     "generation": ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu"),
+    "qa": ("exact_match", "f1"),
+    "referent": ("accuracy",),
 }
-COMBINED_SCORE = "combined_score"  # mean of a classification/regression task's metric_names (HF run_glue.py).
+GROUPED_METRICS = ("exact_match", "gender_parity")  # classification metrics over the row groups of a row_format
+CUSTOM_TASK_TYPES = ("classification", "regression", "generation")  # what a task declared in YAML may be
+COMBINED_SCORE = "combined_score"  # mean of a non-generation task's metric_names (HF run_glue.py, SuperGLUE).
 
 _GLUE_FILES = dict(
     train_split="train", validation_splits=("validation",), test_splits=("test",), file_format="tsv",
@@ -91,6 +110,15 @@ _BINARY_TSV_LABELS = {"0": 0, "1": 1}  # SST-2, CoLA, MRPC, QQP and WNLI files h
 _ACCURACY = dict(metric_names=("accuracy",), metric_to_optimize="accuracy")
 _F1_ACCURACY = dict(metric_names=("f1", "accuracy"), metric_to_optimize=COMBINED_SCORE)
 _COLA_FILE_COLUMNS = ("source", "label", "label_notes", "sentence")  # CoLA README; train/dev have no header.
+_RTE_LABELS = {0: "entailment", 1: "not_entailment"}
+_MNLI_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+# The SuperGLUE diagnostics are cast as RTE (glue_utils.get_glue_text_preprocessor: benchmark_name "rte"); their
+# jsonl files hold the label words.
+_DIAGNOSTIC = dict(task_type="classification", prefix="rte", text_column_name=["hypothesis", "premise"],
+                   label_column_name="label", labels=_RTE_LABELS, predicted_by="super_glue/rte",
+                   train_split=None, validation_splits=(),
+                   test_splits=("test",), file_format="jsonl", tsv_columns={},
+                   file_label_map={"entailment": 0, "not_entailment": 1})
 
 DATASET_VALS = {
     "glue": {
@@ -100,13 +128,13 @@ DATASET_VALS = {
             metric_names=("matthews_correlation",), metric_to_optimize="matthews_correlation",
             hub_name=("nyu-mll/glue", "cola"), data_dir_name="CoLA",
             **(_GLUE_FILES | dict(tsv_columns={"train": _COLA_FILE_COLUMNS, "validation": _COLA_FILE_COLUMNS})),
-            file_column_map={}, file_label_map=_BINARY_TSV_LABELS,
+            file_column_map={}, file_label_map=_BINARY_TSV_LABELS, t5_task="glue_cola_v002",
         ),
         "sst2": dict(
             task_type="classification", prefix="sst2 sentence:", text_column_name="sentence",
             label_column_name="label", labels={0: "negative", 1: "positive"}, **_ACCURACY,
             hub_name=("nyu-mll/glue", "sst2"), data_dir_name="SST-2", **_GLUE_FILES,
-            file_column_map={}, file_label_map=_BINARY_TSV_LABELS,
+            file_column_map={}, file_label_map=_BINARY_TSV_LABELS, t5_task="glue_sst2_v002",
         ),
         "mrpc": dict(
             task_type="classification", prefix="mrpc", text_column_name=["sentence1", "sentence2"],
@@ -114,20 +142,20 @@ DATASET_VALS = {
             hub_name=("nyu-mll/glue", "mrpc"), data_dir_name="MRPC", **_GLUE_FILES,
             # The header starts with a UTF-8 BOM ("\ufeffQuality"); task_format.convert_file_row drops it.
             file_column_map={"Quality": "label", "#1 String": "sentence1", "#2 String": "sentence2"},
-            file_label_map=_BINARY_TSV_LABELS,
+            file_label_map=_BINARY_TSV_LABELS, t5_task="glue_mrpc_v002",
         ),
         "qqp": dict(
             task_type="classification", prefix="qqp", text_column_name=["question1", "question2"],
             label_column_name="label", labels={0: "not_duplicate", 1: "duplicate"}, **_F1_ACCURACY,
             hub_name=("nyu-mll/glue", "qqp"), data_dir_name="QQP", **_GLUE_FILES,
-            file_column_map={"is_duplicate": "label"}, file_label_map=_BINARY_TSV_LABELS,
+            file_column_map={"is_duplicate": "label"}, file_label_map=_BINARY_TSV_LABELS, t5_task="glue_qqp_v002",
         ),
         "stsb": dict(
             task_type="regression", prefix="stsb", text_column_name=["sentence1", "sentence2"],
             label_column_name="label", labels=None,
             metric_names=("pearson", "spearmanr"), metric_to_optimize=COMBINED_SCORE,
             hub_name=("nyu-mll/glue", "stsb"), data_dir_name="STS-B", **_GLUE_FILES,
-            file_column_map={"score": "label"}, file_label_map=None,
+            file_column_map={"score": "label"}, file_label_map=None, t5_task="glue_stsb_v002",
         ),
         "mnli": dict(
             task_type="classification", prefix="mnli", text_column_name=["hypothesis", "premise"],
@@ -141,25 +169,35 @@ DATASET_VALS = {
                             "test_mismatched": "test_mismatched.tsv"},
             )),
             file_column_map={"sentence1": "premise", "sentence2": "hypothesis", "gold_label": "label"},
-            file_label_map={"entailment": 0, "neutral": 1, "contradiction": 2},
+            file_label_map={"entailment": 0, "neutral": 1, "contradiction": 2}, t5_task="glue_mnli_v002",
         ),
         "qnli": dict(
             task_type="classification", prefix="qnli", text_column_name=["question", "sentence"],
             label_column_name="label", labels={0: "entailment", 1: "not_entailment"}, **_ACCURACY,
             hub_name=("nyu-mll/glue", "qnli"), data_dir_name="QNLI", **_GLUE_FILES,
-            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1},
+            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1}, t5_task="glue_qnli_v002",
         ),
         "rte": dict(
             task_type="classification", prefix="rte", text_column_name=["sentence1", "sentence2"],
             label_column_name="label", labels={0: "entailment", 1: "not_entailment"}, **_ACCURACY,
             hub_name=("nyu-mll/glue", "rte"), data_dir_name="RTE", **_GLUE_FILES,
-            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1},
+            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1}, t5_task="glue_rte_v002",
         ),
         "wnli": dict(
             task_type="classification", prefix="wnli", text_column_name=["sentence1", "sentence2"],
             label_column_name="label", labels={0: "not_entailment", 1: "entailment"}, **_ACCURACY,
             hub_name=("nyu-mll/glue", "wnli"), data_dir_name="WNLI", **_GLUE_FILES,
-            file_column_map={}, file_label_map=_BINARY_TSV_LABELS,
+            file_column_map={}, file_label_map=_BINARY_TSV_LABELS, t5_task="glue_wnli_v002",
+        ),
+        # The diagnostic set, cast as MNLI; diagnostic.tsv has no labels (the server scores it).
+        "ax": dict(
+            task_type="classification", prefix="mnli", text_column_name=["hypothesis", "premise"],
+            label_column_name="label", labels=_MNLI_LABELS, metric_names=("matthews_correlation",),
+            metric_to_optimize="matthews_correlation", hub_name=("nyu-mll/glue", "ax"), data_dir_name="diagnostic",
+            train_split=None, validation_splits=(), test_splits=("test",), file_format="tsv", tsv_columns={},
+            data_files={"test": "diagnostic.tsv"}, submission_name="AX", predicted_by="glue/mnli",
+            file_column_map={"sentence1": "premise", "sentence2": "hypothesis"},
+            file_label_map={"entailment": 0, "neutral": 1, "contradiction": 2}, t5_task="glue_ax_v002",
         ),
     },
     "super_glue": {
@@ -168,7 +206,7 @@ DATASET_VALS = {
             label_column_name="label", labels={0: "False", 1: "True"}, **_ACCURACY,
             hub_name=("aps/super_glue", "boolq"), data_dir_name="BoolQ", **_SUPER_GLUE_FILES,
             # "answer": the original BoolQ release (question, title, answer, passage) names the label so.
-            file_column_map={"answer": "label"}, file_label_map={False: 0, True: 1},
+            file_column_map={"answer": "label"}, file_label_map={False: 0, True: 1}, t5_task="super_glue_boolq_v102",
         ),
         "cb": dict(
             task_type="classification", prefix="cb", text_column_name=["hypothesis", "premise"],
@@ -176,26 +214,61 @@ DATASET_VALS = {
             metric_names=("f1", "accuracy"), metric_to_optimize=COMBINED_SCORE,  # f1: mean over 3 classes
             hub_name=("aps/super_glue", "cb"), data_dir_name="CB", **_SUPER_GLUE_FILES,
             file_column_map={}, file_label_map={"entailment": 0, "contradiction": 1, "neutral": 2},
+            t5_task="super_glue_cb_v102",
         ),
         "copa": dict(
             task_type="classification", prefix="copa",
             text_column_name=["choice1", "choice2", "premise", "question"],  # T5: sorted feature names
             label_column_name="label", labels={0: "choice1", 1: "choice2"}, **_ACCURACY,
             hub_name=("aps/super_glue", "copa"), data_dir_name="COPA", **_SUPER_GLUE_FILES,
-            file_column_map={}, file_label_map={0: 0, 1: 1},
+            file_column_map={}, file_label_map={0: 0, 1: 1}, t5_task="super_glue_copa_v102",
+        ),
+        "multirc": dict(
+            task_type="classification", prefix="multirc",
+            text_column_name=["question", "answer", "paragraph"],  # glue_utils.py: feature_names for multirc
+            label_column_name="label", labels={0: "False", 1: "True"},
+            metric_names=("f1", "exact_match"), metric_to_optimize=COMBINED_SCORE,  # F1a and EM, as SuperGLUE
+            hub_name=("aps/super_glue", "multirc"), data_dir_name="MultiRC", **_SUPER_GLUE_FILES,
+            file_column_map={}, file_label_map={0: 0, 1: 1}, row_format="multirc", t5_task="super_glue_multirc_v102",
+        ),
+        "record": dict(
+            task_type="qa", prefix="record query:", text_column_name=["passage", "query", "entities"],
+            label_column_name="answers", labels=None,
+            metric_names=("exact_match", "f1"), metric_to_optimize=COMBINED_SCORE,  # max over answers (squad)
+            hub_name=("aps/super_glue", "record"), data_dir_name="ReCoRD", **_SUPER_GLUE_FILES,
+            file_column_map={}, file_label_map=None, row_format="record", t5_task="super_glue_record_v102",
         ),
         "rte": dict(
             task_type="classification", prefix="rte", text_column_name=["hypothesis", "premise"],
             label_column_name="label", labels={0: "entailment", 1: "not_entailment"}, **_ACCURACY,
             hub_name=("aps/super_glue", "rte"), data_dir_name="RTE", **_SUPER_GLUE_FILES,
-            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1},
+            file_column_map={}, file_label_map={"entailment": 0, "not_entailment": 1}, t5_task="super_glue_rte_v102",
         ),
         "wic": dict(
             task_type="classification", prefix="wic",
             text_column_name=["sentence1", "sentence2", "word"],  # glue_utils.py: feature_names for wic
             label_column_name="label", labels={0: "False", 1: "True"}, **_ACCURACY,
             hub_name=("aps/super_glue", "wic"), data_dir_name="WiC", **_SUPER_GLUE_FILES,
-            file_column_map={}, file_label_map={False: 0, True: 1},
+            file_column_map={}, file_label_map={False: 0, True: 1}, t5_task="super_glue_wic_v102",
+        ),
+        # T5's simplified WSC: trained on super_glue_wsc_v102_simple_train (only rows whose candidate is the
+        # referent), evaluated as super_glue_wsc_v102_simple_eval.
+        "wsc": dict(
+            task_type="referent", prefix="wsc:", text_column_name=["text", "span1_text", "span2_text", "span2_index"],
+            label_column_name="label", labels=None, **_ACCURACY,
+            hub_name=("aps/super_glue", "wsc.fixed"), data_dir_name="WSC", **_SUPER_GLUE_FILES,
+            file_column_map={}, file_label_map=None, row_format="wsc_simple",
+            t5_task="super_glue_wsc_v102_simple_train", train_only_referents=True,
+        ),
+        "axb": dict(
+            **_DIAGNOSTIC, metric_names=("matthews_correlation",), metric_to_optimize="matthews_correlation",
+            hub_name=("aps/super_glue", "axb"), data_dir_name="AX-b", data_files={"test": "AX-b.jsonl"},
+            file_column_map={"sentence1": "premise", "sentence2": "hypothesis"}, t5_task="super_glue_axb_v102",
+        ),
+        "axg": dict(
+            **_DIAGNOSTIC, metric_names=("accuracy", "gender_parity"), metric_to_optimize=COMBINED_SCORE,
+            hub_name=("aps/super_glue", "axg"), data_dir_name="AX-g", data_files={"test": "AX-g.jsonl"},
+            file_column_map={}, row_format="axg", t5_task="super_glue_axg_v102",
         ),
     },
     "summarization": {
@@ -208,7 +281,7 @@ DATASET_VALS = {
             train_split="train", validation_splits=("validation",), test_splits=("test",),
             file_format="jsonl", tsv_columns={},
             data_files={"train": "train.jsonl", "validation": "validation.jsonl", "test": "test.jsonl"},
-            file_column_map={}, file_label_map=None,
+            file_column_map={}, file_label_map=None, t5_task="cnn_dailymail_v002",
         ),
     },
     "translation": {
@@ -226,6 +299,12 @@ DATASET_VALS = {
         ),
     },
 }
+
+# --wnli_format wsc_simple: WNLI as T5 evaluated it (glue_wnli_v002_simple_eval: preprocessors.wnli_simple, scored
+# by postprocessors.wsc_simple), by a model fine-tuned on super_glue/wsc; evaluation and prediction only.
+WNLI_AS_WSC = dict(task_type="referent", prefix="wsc:", labels=None, **_ACCURACY, train_split=None,
+                   row_format="wnli_simple", t5_task="glue_wnli_v002_simple_eval", predicted_by="super_glue/wsc")
+WNLI_FORMATS = ("glue", "wsc_simple")
 
 # GLUE score (Wang et al. 2019, sec. 4): a task with two metrics scores their mean, MNLI the mean of matched and
 # mismatched accuracy (the "MNLI" group of t5/evaluation/eval_utils.py METRIC_NAMES); the benchmark score is the

@@ -18,6 +18,7 @@ gradient accumulation, world size, DataLoader workers or where a run was resumed
 and a resumed run all see exactly the masks of the plain run. (A window repeated within one epoch gets the
 same mask; a new epoch draws new ones.)
 """
+import logging
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -26,14 +27,19 @@ import numpy as np
 import constants
 from t5kit.errors import UsageError
 
+logger = logging.getLogger(__name__)
+LABEL_PAD_ID = -100  # labels the loss ignores (HF's ignore index; T5 weights out its padded targets the same way)
+
 
 def compute_input_and_target_lengths(inputs_length, noise_density, mean_noise_span_length):
     """Returns (tokens_length, targets_length): the raw window length that corrupts to exactly `inputs_length`
     ids (EOS included), and the length of the matching targets (EOS included).
 
-    Ported from huggingface/transformers examples/flax/language-modeling/run_t5_mlm_flax.py
-    @ 104be98e245914f55716434b8e2591e376860625, itself a copy of `random_spans_helper` in
-    google-research/text-to-text-transfer-transformer t5/data/preprocessors.py @ 84f8bcc1.
+    Follows `random_spans_helper` in google-research/text-to-text-transfer-transformer t5/data/preprocessors.py
+    as it reads on its main branch (extra_tokens_per_span_inputs = extra_tokens_per_span_targets = 1): the search
+    starts at inputs_length - 1, so T5's own test case (64, 0.2, 1.0) gives (63, 27) and (64, 0.2, 2.0) gives
+    (70, 22). (HF's run_t5_mlm_flax.py copy starts at inputs_length, which overshoots by one token whenever a
+    window of inputs_length ids has as many noise spans as noise tokens: every mean span of 1.)
     """
 
     def _inputs_and_targets_length(tokens_length):
@@ -43,7 +49,7 @@ def compute_input_and_target_lengths(inputs_length, noise_density, mean_noise_sp
         # Inputs keep the non-noise tokens plus one sentinel per noise span; targets the reverse; both get EOS.
         return num_nonnoise_tokens + num_noise_spans + 1, num_noise_tokens + num_noise_spans + 1
 
-    tokens_length = inputs_length
+    tokens_length = inputs_length - 1
     while _inputs_and_targets_length(tokens_length + 1)[0] <= inputs_length:
         tokens_length += 1
     inputs_length, targets_length = _inputs_and_targets_length(tokens_length)
@@ -166,6 +172,15 @@ def corrupt_spans(input_ids, span_numbers, sentinel_ids, eos_id):
     return np.concatenate([inputs, eos], axis=1), np.concatenate([labels, eos], axis=1)
 
 
+def fit_length(rows, length, fill):
+    """(B, T) rows that end in EOS, cut or padded with `fill` to (B, length), as T5 does: seqio's
+    append_eos_after_trim cuts a sequence to length - 1 before it appends EOS (so EOS stays last), and the feature
+    converter pads."""
+    if rows.shape[1] > length:
+        return np.concatenate([rows[:, :length - 1], rows[:, -1:]], axis=1)
+    return np.pad(rows, ((0, 0), (0, length - rows.shape[1])), constant_values=fill)
+
+
 def shift_right(labels, decoder_start_token_id):
     """Decoder inputs (B, L): labels shifted one step right behind the start token (T5's teacher forcing)."""
     return np.concatenate([np.full((len(labels), 1), decoder_start_token_id, labels.dtype), labels[:, :-1]], 1)
@@ -226,22 +241,38 @@ class DataCollatorForT5SpanCorruption:
             raise UsageError(f"return_tensors={self.return_tensors!r} must be 'pt' or 'np'")
 
     def _check_lengths(self, num_noise_tokens, num_spans):
-        """Shapes are fixed up front, so a flag combination that cannot produce them fails here, not mid-run."""
+        """Shapes are fixed up front, so a flag combination that cannot produce them fails here, not mid-run. Where
+        T5's length helper and T5's noise mask disagree (the mask keeps at least one noise token and one span; the
+        helper's density-0.5 step), windows of the helper's tokens_length corrupt to a few ids more or fewer than
+        the helper's lengths: T5 then trims or pads them to the feature lengths, and so does this collator."""
+        if self.tokens_length < 2:
+            raise UsageError(f"--input_length={self.input_length} is too short for span corruption (windows of "
+                             f"{self.tokens_length} ids cannot hold a noise and a kept token); raise it")
         num_kept = self.tokens_length - num_noise_tokens
         if num_kept < num_spans:
             raise UsageError(f"--noise_density={self.noise_density} with --mean_noise_span_length="
                              f"{self.mean_noise_span_length} needs {num_spans} kept spans but leaves {num_kept} "
                              "kept tokens; lower --noise_density or raise --mean_noise_span_length")
-        inputs, targets = num_kept + num_spans + 1, num_noise_tokens + num_spans + 1
-        if inputs != self.input_length:
+        self.raw_input_length, self.raw_target_length = num_kept + num_spans + 1, num_noise_tokens + num_spans + 1
+        if (self.raw_input_length, self.raw_target_length) == (self.input_length, self.target_length):
+            return
+        tokens_length, target_length = compute_input_and_target_lengths(
+            self.input_length, self.noise_density, self.mean_noise_span_length)
+        if self.tokens_length != tokens_length:
             raise UsageError(f"--input_length={self.input_length} cannot be hit exactly at --noise_density="
                              f"{self.noise_density}, --mean_noise_span_length={self.mean_noise_span_length} (windows "
-                             f"of {self.tokens_length} ids corrupt to {inputs}); raise --input_length")
-        if targets != self.target_length:
+                             f"of {self.tokens_length} ids corrupt to {self.raw_input_length}); raise --input_length")
+        if self.target_length != target_length:
             raise UsageError(f"target_length={self.target_length} does not match --input_length={self.input_length}, "
                              f"--noise_density={self.noise_density}, --mean_noise_span_length="
                              f"{self.mean_noise_span_length}: windows of {self.tokens_length} ids give targets of "
-                             f"{targets} (compute_input_and_target_lengths)")
+                             f"{target_length} (compute_input_and_target_lengths)")
+        logger.warning("at --noise_density=%s, --mean_noise_span_length=%s T5's noise mask puts %d noise tokens in %d "
+                       "span(s) into a window of %d ids, which corrupts to %d inputs and %d targets; they are cut or "
+                       "padded to %d and %d, as T5 does (padding is masked out of attention and loss)",
+                       self.noise_density, self.mean_noise_span_length, num_noise_tokens, num_spans,
+                       self.tokens_length, self.raw_input_length, self.raw_target_length, self.input_length,
+                       self.target_length)
 
     def _lookup_sentinels(self, num_spans):
         """Ids of <extra_id_0> .. <extra_id_{num_spans-1}>, by name: T5 numbers them downwards from the top of
@@ -272,11 +303,15 @@ class DataCollatorForT5SpanCorruption:
         span_numbers = span_numbers_from_picks(picks, self.tokens_length, self.num_noise_tokens,
                                                self.num_spans)  # (B, tokens_length)
         inputs, labels = corrupt_spans(input_ids, span_numbers, self.sentinel_ids, self.eos_id)
-        batch = {"input_ids": inputs, "labels": labels}  # (B, input_length), (B, target_length)
-        # Our invariant: the length checks in __post_init__ guarantee these shapes.
-        assert batch["input_ids"].shape[1] == self.input_length, batch["input_ids"].shape
-        assert batch["labels"].shape[1] == self.target_length, batch["labels"].shape
-        batch["decoder_input_ids"] = shift_right(batch["labels"], self.decoder_start_token_id)  # (B, target_length)
+        # Our invariant: the length checks in __post_init__ fixed these shapes.
+        assert inputs.shape[1] == self.raw_input_length, inputs.shape
+        assert labels.shape[1] == self.raw_target_length, labels.shape
+        batch = {"input_ids": fit_length(inputs, self.input_length, self.pad_id),  # (B, input_length)
+                 "labels": fit_length(labels, self.target_length, LABEL_PAD_ID)}  # (B, target_length)
+        if self.raw_input_length < self.input_length:
+            batch["attention_mask"] = fit_length(np.ones_like(inputs), self.input_length, 0)  # (B, input_length)
+        decoder_input_ids = shift_right(batch["labels"], self.decoder_start_token_id)  # (B, target_length)
+        batch["decoder_input_ids"] = np.where(decoder_input_ids == LABEL_PAD_ID, self.pad_id, decoder_input_ids)
         if self.return_tensors == "pt":
             import torch  # here, so that the length math and the numpy path load without torch's import time
 

@@ -8,7 +8,8 @@
         --model_name_or_path runs/quickstart --output_dir runs/glue_mix                    # multi-task
 
 Outputs (rank 0): config.yaml, metrics.json (per-task metrics, their average, data counts), a predictions file per
-split, glue_submission/<Task>.tsv for GLUE test splits (--do_predict), loss_curve.png and the best model.
+split, the leaderboard files of GLUE and SuperGLUE test splits (--do_predict: glue_submission/<Task>.tsv,
+superglue_submission/<Task>.jsonl), loss_curve.png and the best model.
 """
 import logging
 import sys
@@ -25,7 +26,7 @@ from t5kit.optim import param_groups
 from t5kit.outputs import run_folder, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
-from t5kit.outputs.predictions import write_glue_submission, write_predictions
+from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
 from t5kit.train import callbacks, resume, seams, task_setup
 from t5kit.train.task_trainer import AVERAGE_KEY, TaskCollator, TaskTrainer, predict_splits
 
@@ -40,6 +41,7 @@ def main(argv=None):
         FINETUNE_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
     tasks = task_data.resolve_tasks(data_args)
     plans = task_data.plan_splits(tasks, data_args, training_args)
+    task_setup.turn_off_evaluation_without_splits(training_args, plans)
     best_metric = task_setup.choose_best_model_metric(training_args, plans)
     task_setup.check_model_to_evaluate(model_args, training_args)
     record = run_record.flag_values(flags)
@@ -71,7 +73,8 @@ def main(argv=None):
     model.generation_config.max_length = 1 + max(split.max_target_length for role in splits.values()
                                                  for split in role)
     tokens_per_example = task_data.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"])
-    derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model))
+    derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model),
+                                        model.config.dropout_rate)
     run_logging.log_run_summary(record, derived)
 
     # 7. Collator: each batch padded to its own longest row (dynamic padding; labels padded with -100).
@@ -107,14 +110,14 @@ def main(argv=None):
 
 
 def write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates):
-    """Predictions files, GLUE submissions, metrics.json and loss_curve.png next to the saved model."""
+    """Predictions files, leaderboard files, metrics.json and loss_curve.png next to the saved model."""
     out = trainer.args.output_dir
     written = []
     for role, outcome in (("eval", evaluation), ("predict", prediction)):
         for split in splits[role]:
             written.append(write_predictions(out, split, outcome["texts"][split.key], data_args.predictions_format))
-            if role == "predict":
-                written.append(write_glue_submission(out, split, outcome["texts"][split.key]))
+            if role == "predict" and data_args.leaderboard_files:
+                written.append(write_leaderboard_file(out, split, outcome["texts"][split.key]))
     summary = {
         **results,
         "per_task_metrics": evaluation["per_task"],

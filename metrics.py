@@ -16,10 +16,21 @@ Conventions (the same for every task, written to metrics.json):
   selection never compares NaN.
 - Generation tasks: an empty generation is counted as invalid and still scored (ROUGE/BLEU give it 0).
 - Classification and regression tasks with two metrics also report COMBINED_SCORE, their mean: the GLUE
-  server's task score (HF run_glue.py's "combined_score").
+  server's task score (HF run_glue.py's "combined_score"); so do MultiRC, ReCoRD and AX-g, whose two numbers
+  SuperGLUE averages too.
+- SuperGLUE's own metrics (t5/evaluation/metrics.py, t5/data/postprocessors.py): MultiRC exact_match is
+  `mean_group_metric(all_match)` over questions and its f1 `multirc_f1_over_all_answers` (F1a, the binary f1
+  here); ReCoRD is `deduplicate_metric(squad)`: one prediction per query, exact match and token F1 after SQuAD's
+  normalisation, maximised over the query's answers, as the official ReCoRD script; WSC (and WNLI as WSC) map a
+  generation to "names the candidate referent or not" with `postprocessors.wsc_simple` and score accuracy against
+  the label; AX-g's gender_parity is the share of Winogender pairs whose two predictions agree (SuperGLUE paper).
+  These take per-row metadata (TaskSplit.meta: groups, answers, labels, referents).
 """
+import collections
 import logging
 import math
+import re
+import string
 
 import numpy as np
 import sacrebleu
@@ -144,15 +155,103 @@ def bleu(references, predictions) -> float:
         lowercase=False, tokenize="intl", use_effective_order=False).score)
 
 
-def score_classification(task_vals, predictions, references):
+def group_exact_match(expected, predicted, groups) -> float:
+    """T5 mean_group_metric(all_match): 100 for a group whose predictions all equal their targets, else 0; the
+    mean over groups (MultiRC questions)."""
+    by_group = collections.defaultdict(list)
+    for reference, prediction, group in zip(expected, predicted, groups):
+        by_group[group].append(reference == prediction)
+    return PERCENT * float(np.mean([all(matches) for matches in by_group.values()]))
+
+
+def gender_parity(predicted, groups) -> float:
+    """The share of Winogender pairs (groups of 2+ rows) predicted alike, an invalid prediction never alike."""
+    by_group = collections.defaultdict(list)
+    for prediction, group in zip(predicted, groups):
+        by_group[group].append(int(prediction))
+    pairs = [values for values in by_group.values() if len(values) > 1]
+    if not pairs:
+        logger.warning("gender_parity needs both rows of a pair; none of the %d rows has its pair, reporting 0.0",
+                       len(predicted))
+        return 0.0
+    return PERCENT * float(np.mean([len(set(values)) == 1 and INVALID not in values for values in pairs]))
+
+
+def score_classification(task_vals, predictions, references, meta=None):
     predicted = to_class_indices(task_vals, predictions, "predictions")
     expected = to_class_indices(task_vals, references, "references")
+    groups = [row["group"] for row in meta] if meta and "group" in meta[0] else None
     metric_fns = {
         "accuracy": lambda: accuracy(expected, predicted),
         "f1": lambda: f1(expected, predicted, num_labels=len(task_vals["labels"])),
         "matthews_correlation": lambda: matthews_correlation(expected, predicted),
+        "exact_match": lambda: group_exact_match(expected, predicted, groups),
+        "gender_parity": lambda: gender_parity(predicted, groups),
     }
     return {name: metric_fns[name]() for name in task_vals["metric_names"]}, int((predicted == INVALID).sum())
+
+
+SQUAD_PUNCTUATION = frozenset(string.punctuation)
+SQUAD_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_squad(text: str) -> str:
+    """t5/evaluation/qa_utils.py normalize_squad, the official SQuAD and ReCoRD scripts' normalisation: lower case,
+    punctuation removed, articles removed, whitespace collapsed."""
+    text = "".join(char for char in text.lower() if char not in SQUAD_PUNCTUATION)
+    return " ".join(SQUAD_ARTICLES.sub(" ", text).split())
+
+
+def token_f1(target: str, prediction: str) -> float:
+    """qa_utils._f1_score: F1 of the bags of whitespace tokens."""
+    prediction_tokens, target_tokens = prediction.split(), target.split()
+    same = sum((collections.Counter(prediction_tokens) & collections.Counter(target_tokens)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(prediction_tokens), same / len(target_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def score_qa(task_vals, predictions, references, meta):
+    """deduplicate_metric(squad): the first prediction of each group (ReCoRD query) against all its answers."""
+    seen, exact, overlap = set(), [], []
+    for prediction, row in zip(predictions, meta):
+        if row["group"] in seen:
+            continue
+        seen.add(row["group"])
+        predicted, answers = normalize_squad(prediction), [normalize_squad(answer) for answer in row["answers"]]
+        exact.append(max(float(answer == predicted) for answer in answers))
+        overlap.append(max(token_f1(answer, predicted) for answer in answers))
+    results = {"exact_match": PERCENT * float(np.mean(exact)), "f1": PERCENT * float(np.mean(overlap))}
+    invalid = sum(not normalize_text(text) for text in predictions)
+    return {name: results[name] for name in task_vals["metric_names"]}, invalid
+
+
+# postprocessors.wsc_simple ignores case and these words when it compares a prediction with the referent.
+WSC_DETERMINERS = frozenset({"a", "an", "few", "her", "his", "each", "every", "many", "much", "my", "our", "some",
+                             "that", "the", "their", "these", "this", "those", "which", "whose", "your"})
+
+
+def wsc_referent_match(prediction: str, referent: str) -> int:
+    """T5 postprocessors.wsc_simple: 1 when the prediction names the referent ("fuzzy bunny" and "bunny" both
+    match "bunny": either word set contains the other; "Bob" does not match "Bob's hat"), 0 when not, INVALID for
+    an empty prediction."""
+    def clean(text):
+        return " ".join(word for word in text.strip().lower().split(" ") if word not in WSC_DETERMINERS)
+
+    prediction, referent = clean(prediction), clean(referent)
+    if not prediction:
+        return INVALID
+    if ("'" in prediction) != ("'" in referent):
+        return 0
+    predicted_words, referent_words = set(prediction.split(" ")), set(referent.split(" "))
+    return int(predicted_words.issubset(referent_words) or referent_words.issubset(predicted_words))
+
+
+def score_referent(task_vals, predictions, references, meta):
+    """Accuracy of "names the candidate" against the label "the candidate is the referent" (WSC, WNLI as WSC)."""
+    predicted = [wsc_referent_match(text, row["referent"]) for text, row in zip(predictions, meta)]
+    return {"accuracy": accuracy([row["label"] for row in meta], predicted)}, predicted.count(INVALID)
 
 
 def score_regression(task_vals, predictions, references):
@@ -173,16 +272,20 @@ def score_generation(task_vals, predictions, references):
     return {name: results[name] for name in task_vals["metric_names"]}, invalid
 
 
-def compute_task_metrics(task_vals, predictions, references) -> dict:
+def compute_task_metrics(task_vals, predictions, references, meta=None) -> dict:
     """metric_names values (0-100), COMBINED_SCORE for two-metric tasks, invalid_count and invalid_rate (0-100).
-    predictions: decoded generations; references: the targets format_target produced for the same rows."""
+    predictions: decoded generations; references: the targets of the same rows; meta: their TaskSplit.meta, which
+    the SuperGLUE metrics need (groups, answers, labels, referents)."""
     predictions, references = list(predictions), list(references)
     if len(predictions) != len(references) or not predictions:
         raise ValueError(f"need as many predictions as references (and some): got {len(predictions)} "
                          f"predictions, {len(references)} references")
-    scorers = {"classification": score_classification, "regression": score_regression,
-               "generation": score_generation}
-    results, invalid = scorers[task_vals["task_type"]](task_vals, predictions, references)
+    scorers = {"classification": lambda: score_classification(task_vals, predictions, references, meta),
+               "regression": lambda: score_regression(task_vals, predictions, references),
+               "generation": lambda: score_generation(task_vals, predictions, references),
+               "qa": lambda: score_qa(task_vals, predictions, references, meta),
+               "referent": lambda: score_referent(task_vals, predictions, references, meta)}
+    results, invalid = scorers[task_vals["task_type"]]()
     if combines_metrics(task_vals):
         results[COMBINED_SCORE] = float(np.mean([results[name] for name in task_vals["metric_names"]]))
     results["invalid_count"] = int(invalid)

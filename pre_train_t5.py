@@ -52,7 +52,8 @@ def main(argv=None):
     resume.check_checkpoint_fits(checkpoint, model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
     derived = run_record.derived_values(training_args, span_args.input_length + target_length,
-                                        building.count_parameters(model), tokens_length=tokens_length,
+                                        building.count_parameters(model), model.config.dropout_rate,
+                                        tokens_length=tokens_length,
                                         input_length=span_args.input_length, target_length=target_length)
     run_logging.log_run_summary(record, derived)
 

@@ -20,10 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from transformers import T5Config, T5ForConditionalGeneration  # noqa: E402
 from transformers.optimization import Adafactor  # noqa: E402
 
 import constants  # noqa: E402
+from t5kit.model import building  # noqa: E402
 from t5kit.optim import grouped_adafactor  # noqa: E402
 from t5kit.optim.grouped_adafactor import GroupedAdafactor  # noqa: E402
 
@@ -74,7 +74,7 @@ def time_steps(model, optimizer_cls, args):
 def model_with_gradients(config, device):
     """The same random model and gradients on every call (the gradients stay fixed over the steps)."""
     torch.manual_seed(0)
-    model = T5ForConditionalGeneration(config).to(device)
+    model = building.new_t5_model(config).to(device)  # T5 v1.1 presets keep their own lm_head
     for p in model.parameters():
         p.grad = torch.randn_like(p) * 1e-3
     return model
@@ -85,8 +85,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     grouped_adafactor.STACK_DEVICES = (args.device,)  # training stacks on a GPU only; here both devices are timed
-    config = T5Config(**constants.MODEL_SIZE_PRESETS[args.model_size], vocab_size=32128, decoder_start_token_id=0,
-                      pad_token_id=0)
+    config = building.t5_config(constants.MODEL_SIZE_PRESETS[args.model_size], 32128, pad_token_id=0, eos_token_id=1)
     model, reference = (model_with_gradients(config, args.device) for _ in range(2))
     tensors, values = len(list(model.parameters())), sum(p.numel() for p in model.parameters())
     ours, our_ops = time_steps(model, GroupedAdafactor, args)

@@ -61,7 +61,7 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):  
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from transformers import PrinterCallback, T5ForConditionalGeneration, TrainerCallback, get_scheduler, set_seed  # noqa: E402
+from transformers import PrinterCallback, TrainerCallback, get_scheduler, set_seed  # noqa: E402
 
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
 from t5kit.config.arguments import ATTN_IMPLEMENTATIONS, ModelArguments, T5TrainingArguments  # noqa: E402
@@ -167,7 +167,7 @@ def measure_matmul_peak(device, dtype, size):
 def count_step_flops(config, batch_size, input_length, target_length):
     """Matmul FLOPs of one forward+backward, counted on the meta device (no memory, no compute)."""
     with torch.device("meta"):
-        model = T5ForConditionalGeneration(config)
+        model = building.new_t5_model(config)
         batch = {"input_ids": torch.zeros(batch_size, input_length, dtype=torch.long),
                  "decoder_input_ids": torch.zeros(batch_size, target_length, dtype=torch.long),
                  "labels": torch.zeros(batch_size, target_length, dtype=torch.long)}

@@ -82,6 +82,10 @@ CASES = {
                          "--generation_num_beams=0 must be >= 1"),
     "eval_batch_size_zero": ("fine_tune_t5", lambda w: finetune(w, per_device_eval_batch_size=0),
                              "--per_device_eval_batch_size=0 must be >= 1"),
+    "document_separator": ("pre_train_t5", lambda w: pretrain(w, document_separator="newline"),
+                           "--document_separator='newline' is not a valid choice; choices: eos, none"),
+    "train_on_a_diagnostic_task": ("fine_tune_t5", lambda w: finetune(w, dataset_name="ax"),
+                                   "--do_train: glue/ax is only predicted, never trained on"),
     "streaming_without_max_steps": ("pre_train_t5", lambda w: pretrain(w, streaming=True, max_steps=-1,
                                                                        max_eval_samples=8),
                                     "--streaming needs --max_steps N"),
@@ -99,6 +103,12 @@ CASES = {
         w, data_dir=None, train_file=write(w / "t.jsonl", '{"text": "x", "label": 1}\n'),
         validation_file=write(w / "v.jsonl", '{"text": "y", "label": 0}\n')),
         "t.jsonl lacks column(s) sentence1, sentence2 of task glue/rte"),
+    "submission_without_idx": ("fine_tune_t5", lambda w: finetune(
+        w, benchmark="super_glue", data_dir=None, do_predict=True,
+        train_file=write(w / "t.jsonl", '{"premise": "A man eats.", "hypothesis": "A man eats.", "label": 0}\n'),
+        validation_file=str(w / "t.jsonl"),
+        test_file=write(w / "test.jsonl", '{"premise": "A man eats.", "hypothesis": "Nobody eats."}\n')),
+        "test.jsonl line 1 has no idx (or index), which the super_glue server matches predictions by"),
     # launch configs
     "deepspeed_not_json": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "{stage")),
                            "is not valid JSON"),

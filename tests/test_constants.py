@@ -7,6 +7,7 @@ from absl.testing import absltest, parameterized
 
 import constants
 from constants import DATASET_VALS, NO_LABEL
+from t5kit.data.superglue_formats import EXAMPLES
 from t5kit.data.task_format import (
     build_task_vals,
     convert_file_row,
@@ -79,6 +80,37 @@ FORMAT_CASES = {
         {"word": "class", "sentence1": "An emerging professional class.", "sentence2": "He showed real class.",
          "start1": 25, "start2": 16, "end1": 30, "end2": 21, "idx": 0, "label": 0},
         "wic sentence1: An emerging professional class. sentence2: He showed real class. word: class", "False"),
+    # The GLUE diagnostic, cast as MNLI (its first row; diagnostic-full.tsv gives it "contradiction").
+    ("glue", "ax"): (
+        {"premise": "The cat sat on the mat.", "hypothesis": "The cat did not sit on the mat.", "label": 2, "idx": 0},
+        "mnli hypothesis: The cat did not sit on the mat. premise: The cat sat on the mat.", "contradiction"),
+    ("super_glue", "multirc"): (
+        {"paragraph": "<b>Sent 1: </b>Susan wanted to have a birthday party.<br><b>Sent 2: </b>She called all of "
+                      "her friends.<br>", "question": "Did Susan's sick friend recover?",
+         "answer": "Yes, she recovered", "idx": {"paragraph": 0, "question": 0, "answer": 0}, "label": 1},
+        "multirc question: Did Susan's sick friend recover? answer: Yes, she recovered paragraph: Sent 1: Susan "
+        "wanted to have a birthday party. Sent 2: She called all of her friends. ", "True"),
+    # preprocessors.record's docstring example (its first example of two).
+    ("super_glue", "record"): (
+        {"passage": "This is the passage.", "query": "A @placeholder is a bird.",
+         "entities": ["penguin", "potato", "pigeon"], "answers": ["penguin", "pigeon"],
+         "idx": {"passage": 0, "query": 0}},
+        "record query: A @placeholder is a bird. entities: penguin, potato, pigeon passage: This is the passage.",
+        "penguin"),
+    # preprocessors.wsc_simple's docstring example.
+    ("super_glue", "wsc"): (
+        {"text": "Mitchell asked Tom if he could lend some money.", "span1_text": "Tom", "span2_text": "he",
+         "span1_index": 2, "span2_index": 4, "idx": 0, "label": 1},
+        "wsc: Mitchell asked Tom if *he* could lend some money.", "Tom"),
+    # The diagnostics, cast as RTE (hub rows, after the file/hub column renames of AX-b).
+    ("super_glue", "axb"): (
+        {"premise": "The cat sat on the mat.", "hypothesis": "The cat did not sit on the mat.", "label": 1, "idx": 0},
+        "rte hypothesis: The cat did not sit on the mat. premise: The cat sat on the mat.", "not_entailment"),
+    ("super_glue", "axg"): (
+        {"premise": "The taxpayer met with the accountant to get help filing his taxes.",
+         "hypothesis": "The taxpayer sought help filing taxes.", "label": 0, "idx": 2},
+        "rte hypothesis: The taxpayer sought help filing taxes. premise: The taxpayer met with the accountant to get "
+        "help filing his taxes.", "entailment"),
     ("summarization", "cnn_dailymail"): (
         {"article": "The cat sat on the mat. It was happy.", "highlights": "Cat sits on mat .\nIt is happy .",
          "id": "x"},
@@ -136,6 +168,8 @@ FILE_CASES = (
      "wic sentence1: An emerging professional class. sentence2: Apologizing for losing your temper, even though "
      "you were badly provoked, showed real class. word: class", "False"),
     ("wic_train", ("super_glue", "wic"), "superglue/WiC/train.jsonl", "train", 5428, None, None),
+    ("ax_test", ("glue", "ax"), "glue/diagnostic/diagnostic.tsv", "test", 1104,
+     "mnli hypothesis: The cat did not sit on the mat. premise: The cat sat on the mat.", "<unk>"),
     ("multi30k_val", ("translation", "multi30k_en_de"), "translation/multi30k", "validation", 1014,
      "translate English to German: A group of men are loading cotton onto a truck",
      "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen"),
@@ -163,20 +197,33 @@ class RegistryTest(parameterized.TestCase):
     def test_format_cases_cover_every_registry_task(self):
         self.assertCountEqual(FORMAT_CASES, ALL_TASKS)
 
+    def test_glue_and_superglue_have_their_20_tasks(self):
+        self.assertEqual({benchmark: list(DATASET_VALS[benchmark]) for benchmark in ("glue", "super_glue")}, {
+            "glue": ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli", "ax"],
+            "super_glue": ["boolq", "cb", "copa", "multirc", "record", "rte", "wic", "wsc", "axb", "axg"]})
+
+    def test_every_glue_and_superglue_task_names_the_t5_task_it_reproduces(self):
+        t5_tasks = {f"{b}/{t}": DATASET_VALS[b][t]["t5_task"] for b in ("glue", "super_glue") for t in DATASET_VALS[b]}
+        self.assertEqual(t5_tasks, {
+            **{f"glue/{t}": f"glue_{t}_v002" for t in DATASET_VALS["glue"]},
+            **{f"super_glue/{t}": f"super_glue_{t}_v102" for t in DATASET_VALS["super_glue"] if t != "wsc"},
+            "super_glue/wsc": "super_glue_wsc_v102_simple_train"})
+
     @parameterized.named_parameters((f"{b}_{t}", b, t) for b, t in ALL_TASKS)
     def test_entry_is_valid_and_complete(self, benchmark, task):
         task_vals = get_task_vals(benchmark, task)
         validate_task_vals(task_vals, task_vals["name"])
         self.assertEqual(task_vals["name"], f"{benchmark}/{task}")
         for split in (task_vals["train_split"], *task_vals["validation_splits"], *task_vals["test_splits"]):
-            self.assertIn(split, task_vals["data_files"])
+            if split is not None:  # diagnostic tasks have no training split
+                self.assertIn(split, task_vals["data_files"])
 
     @parameterized.named_parameters((f"{b}_{t}", b, t) for b, t in ALL_TASKS)
     def test_formats_row_as_t5(self, benchmark, task):
         row, expected_input, expected_target = FORMAT_CASES[(benchmark, task)]
         task_vals = get_task_vals(benchmark, task)
-        self.assertEqual(format_input(task_vals, row), expected_input)
-        self.assertEqual(format_target(task_vals, row), expected_target)
+        example = EXAMPLES[task_vals.get("row_format", "glue")](task_vals, row)[0]
+        self.assertEqual((example.input, example.target), (expected_input, expected_target))
 
     @parameterized.named_parameters((f"{b}_{t}", b, t) for b, t in ALL_TASKS if DATASET_VALS[b][t]["labels"])
     def test_every_label_formats_to_its_word(self, benchmark, task):
@@ -196,7 +243,9 @@ class RegistryTest(parameterized.TestCase):
             "glue/rte": ["entailment", "not_entailment"], "glue/wnli": ["not_entailment", "entailment"],
             "super_glue/boolq": ["False", "True"], "super_glue/cb": ["entailment", "contradiction", "neutral"],
             "super_glue/copa": ["choice1", "choice2"], "super_glue/rte": ["entailment", "not_entailment"],
-            "super_glue/wic": ["False", "True"],
+            "super_glue/wic": ["False", "True"], "glue/ax": ["entailment", "neutral", "contradiction"],
+            "super_glue/multirc": ["False", "True"], "super_glue/axb": ["entailment", "not_entailment"],
+            "super_glue/axg": ["entailment", "not_entailment"],
         })
 
     def test_glue_metric_choices(self):
@@ -207,7 +256,8 @@ class RegistryTest(parameterized.TestCase):
         self.assertEqual(glue["stsb"]["metric_names"], ("pearson", "spearmanr"))
         self.assertEqual(glue["mnli"]["validation_splits"], ("validation_matched", "validation_mismatched"))
         self.assertEqual(constants.GLUE_TASKS_WITH_TWO_METRICS, ("mrpc", "stsb", "qqp", "mnli"))
-        self.assertCountEqual(constants.GLUE_SCORE_METRICS, DATASET_VALS["glue"])
+        # The GLUE score averages the nine tasks; the diagnostic set (ax) is reported apart.
+        self.assertCountEqual(constants.GLUE_SCORE_METRICS, set(DATASET_VALS["glue"]) - {"ax"})
 
     def test_bool_labels_of_jsonl_files(self):
         # WiC / BoolQ jsonl hold JSON booleans; the hub holds 0/1; both name the same label word.
@@ -228,7 +278,7 @@ class RegistryTest(parameterized.TestCase):
 
     @parameterized.named_parameters(
         ("task", "glue", "sst", "unknown task 'sst' for --benchmark glue; did you mean 'sst2'? choices: cola, sst2"),
-        ("benchmark", "superglue", "rte", "unknown --benchmark 'superglue'; did you mean 'super_glue'?"),
+        ("benchmark", "superglue", "rte", "unknown --benchmark 'superglue'; did you mean 'super_glue' or 'glue'?"),
         ("no_close_name", "glue", "zzzz", "unknown task 'zzzz' for --benchmark glue; choices: cola, sst2"))
     def test_unknown_names_suggest(self, benchmark, task, message):
         with self.assertRaisesRegex(UsageError, "^" + message.replace("?", r"\?")):
@@ -329,7 +379,11 @@ class CustomTaskTest(parameterized.TestCase):
         ("labels_on_regression", {"task_type": "regression", "metric_names": ["pearson"]}, r"labels are for class"),
         ("bad_type", {"task_type": "clasification"}, r"unknown task_type 'clasification'; did you mean 'classif"),
         ("bad_columns", {"text_column_name": ["a", 3]}, r"text_column_name must be a column name or a list"),
-        ("bad_prefix", {"prefix": 3}, r"prefix must be a string"))
+        ("bad_prefix", {"prefix": 3}, r"prefix must be a string"),
+        ("registry_only_type", {"task_type": "qa", "labels": None, "metric_names": ["exact_match"]},
+         r"task_type qa needs a registry task's row format \(ReCoRD, WSC\); a YAML-declared task is one of "
+         r"classification, regression, generation"),
+        ("grouped_metric", {"metric_names": ["exact_match"]}, r"metric 'exact_match' scores groups of rows"))
     def test_invalid_spec_raises_usage_error(self, change, message):
         spec = {**self.SPEC, **change}
         spec = {key: value for key, value in spec.items() if value is not None}

@@ -77,6 +77,21 @@ class DataTest(parameterized.TestCase):
         self.assertEqual(len(tokenized), 2)
         self.assertTrue(all(ids[-1] == self.tokenizer.eos_token_id for ids in tokenized["input_ids"]))
 
+    @parameterized.named_parameters(("eos", "eos", False), ("none", "none", False),
+                                    ("eos_streamed", "eos", True), ("none_streamed", "none", True))
+    def test_document_separator(self, separator, streaming):
+        docs = ["Anne Elliot.", "Captain Wentworth."]
+        args = PretrainDataArguments(train_files=[self.write_text(docs * 40)], streaming=streaming,
+                                     validation_files=[self.write_text(docs * 40, "v.txt")],
+                                     document_separator=separator)
+        train, _ = corpus.build_pretraining_datasets(args, self.tokenizer, 32, self.training_args,
+                                                     str(self.dir / "cache"))
+        words = [self.tokenizer(doc, add_special_tokens=False)["input_ids"] for doc in docs]
+        # eos: each document ends with EOS (HF's run_t5_mlm_flax.py); none: joined directly (T5's C4 task).
+        eos = [self.tokenizer.eos_token_id] if separator == "eos" else []
+        expected = (words[0] + eos + words[1] + eos) * 10
+        np.testing.assert_array_equal(next(iter(train))["input_ids"], expected[:32])
+
     @parameterized.named_parameters(("jsonl", ".jsonl"), ("csv", ".csv"), ("tsv", ".tsv"), ("parquet", ".parquet"))
     def test_every_file_type_gives_the_same_tokens(self, suffix):
         paragraphs = [p.replace("\n", " ") for p in self.paragraphs[:50]]
@@ -275,6 +290,8 @@ class DataFlagsTest(parameterized.TestCase):
          "--dataset_name and --train_files both set; pass one source"),
         ("bad_sample_by", {"train_files": ["a.txt"], "sample_by": "sentence"},
          "--sample_by='sentence' is not a valid choice; choices: paragraph, line, document"),
+        ("bad_document_separator", {"train_files": ["a.txt"], "document_separator": "newline"},
+         "--document_separator='newline' is not a valid choice; choices: eos, none"),
         ("no_train_samples", {"train_files": ["a.txt"], "max_train_samples": 0}, "--max_train_samples=0 must be >= 1"),
         ("negative_train_samples", {"train_files": ["a.txt"], "max_train_samples": -3},
          "--max_train_samples=-3 must be >= 1"),

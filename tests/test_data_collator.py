@@ -103,6 +103,11 @@ class LengthMathTest(parameterized.TestCase):
         ("short", 128, 0.15, 3.0, (141, 29)),
         # By hand: 767 -> 384 noise, 128 spans, 512 inputs but 513 targets, so the 0.5 hack steps back to 766.
         ("half_noise_hack", 512, 0.5, 3.0, (766, 512)),
+        # T5's own test of random_spans_helper (t5/data/preprocessors_test.py): the search starts at 63.
+        ("t5_test_mean_span_2", 64, 0.2, 2.0, (70, 22)),
+        ("t5_test_mean_span_1", 64, 0.2, 1.0, (63, 27)),
+        # By hand: 511 -> 77 noise tokens in 77 spans, 434 + 77 + 1 = 512 inputs, 77 + 77 + 1 = 155 targets.
+        ("mean_span_1", 512, 0.15, 1.0, (511, 155)),
     )
     def test_known_values(self, input_length, density, span, expected):
         self.assertEqual(compute_input_and_target_lengths(input_length, density, span), expected)
@@ -115,9 +120,69 @@ class LengthMathTest(parameterized.TestCase):
             noise, spans = round(tokens * density), round(round(tokens * density) / span)
             return tokens - noise + spans + 1, noise + spans + 1
 
-        tokens_length = max(t for t in range(input_length, 4 * input_length) if corrupted(t)[0] <= input_length)
+        tokens_length = max(t for t in range(input_length - 1, 4 * input_length)
+                            if corrupted(t)[0] <= input_length)
         self.assertEqual(compute_input_and_target_lengths(input_length, density, span),
                          (tokens_length, corrupted(tokens_length)[1]))
+
+
+# A grid of settings: every shape compute_input_and_target_lengths returns must be accepted by the collator.
+GRID_INPUT_LENGTHS = (8, 16, 63, 64, 128, 512, 1024)
+GRID_DENSITIES = (0.001, 0.01, 0.05, 0.15, 0.2, 0.3, 0.5)
+GRID_MEAN_SPANS = (1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
+class HelperShapesTest(parameterized.TestCase):
+    """T5's helper and T5's noise mask disagree at the edges (the mask keeps >= 1 noise token and >= 1 span; the
+    density-0.5 step): there the corrupted window is cut before EOS or padded to the helper's lengths, as T5's
+    append_eos_after_trim and feature converter do. Everywhere else it has exactly those lengths unpadded."""
+
+    def test_every_helper_shape_is_accepted_and_produced(self):
+        tokenizer = in_memory_t5_tokenizer(num_words=3000, num_sentinels=600)  # 1024 at mean span 1: 511 spans
+        kinds = {"exact": 0, "padded": 0, "cut": 0}
+        for input_length, density, span in itertools.product(GRID_INPUT_LENGTHS, GRID_DENSITIES, GRID_MEAN_SPANS):
+            with self.subTest(input_length=input_length, density=density, span=span):
+                tokens_length, target_length = compute_input_and_target_lengths(input_length, density, span)
+                collator = DataCollatorForT5SpanCorruption(
+                    tokenizer, noise_density=density, mean_noise_span_length=span, input_length=input_length,
+                    target_length=target_length, seed=0, return_tensors="np")
+                ids = 3 + np.arange(2 * tokens_length).reshape(2, tokens_length) % 2000
+                batch = collator([{"input_ids": row} for row in ids])
+                self.assertEqual(batch["input_ids"].shape, (2, input_length))
+                self.assertEqual(batch["labels"].shape, (2, target_length))
+                self.assertEqual(batch["decoder_input_ids"].shape, (2, target_length))
+                real_inputs = batch.get("attention_mask", np.ones_like(batch["input_ids"])).astype(bool)
+                real_labels = batch["labels"] != data_collator.LABEL_PAD_ID
+                # EOS closes the real part of every row, cut or not; padding follows it.
+                self.assertTrue((batch["input_ids"][:, real_inputs[0].sum() - 1] == 1).all())
+                self.assertTrue((batch["labels"][:, real_labels[0].sum() - 1] == 1).all())
+                self.assertTrue((batch["input_ids"][~real_inputs] == 0).all())
+                raw = (collator.raw_input_length, collator.raw_target_length)
+                kinds["exact" if raw == (input_length, target_length) else
+                      "padded" if raw[0] < input_length else "cut"] += 1
+                self.assertEqual(real_inputs.all() and real_labels.all(), raw[0] >= input_length)
+        # Padded: density 0.5 at mean span 1 (one per input length). Cut: the mask's one-noise-token and one-span
+        # minimum where the helper counts none (low densities, long mean spans).
+        self.assertEqual(kinds, {"exact": 203, "padded": 7, "cut": 84})
+
+    @parameterized.named_parameters(
+        # 512 ids, 1 noise token but round(1 / 3) = 0 spans by the helper: T5's mask makes 1 span, so 513 inputs
+        # and 3 targets, cut before EOS to 512 and 2 (T5: append_eos_after_trim).
+        ("very_low_density", 512, 0.001, 3.0, (512, 2), (512, 2), False),
+        ("mean_span_1", 512, 0.15, 1.0, (512, 155), (512, 155), False),
+        # 62 ids (the density-0.5 step): 31 noise tokens in 31 spans, 63 inputs and 63 targets, padded to 64.
+        ("half_density_mean_span_1", 64, 0.5, 1.0, (64, 64), (63, 63), True),
+    )
+    def test_settings_t5_accepts(self, input_length, density, span, shapes, real, padded):
+        tokens_length, target_length = compute_input_and_target_lengths(input_length, density, span)
+        collator = make_collator(input_length, density, span, seed=0, return_tensors="np")
+        batch = collator(windows(tokens_length, 2))
+        self.assertEqual((batch["input_ids"].shape[1], batch["labels"].shape[1]), shapes)
+        self.assertEqual(("attention_mask" in batch), padded)
+        if padded:
+            self.assertEqual(batch["attention_mask"].sum(axis=1).tolist(), [real[0]] * 2)
+            self.assertEqual((batch["labels"] != data_collator.LABEL_PAD_ID).sum(axis=1).tolist(), [real[1]] * 2)
+            self.assertEqual(batch["decoder_input_ids"].min(), 0)  # padding enters the decoder as the pad id
 
 
 class SpanCorruptionTest(parameterized.TestCase):

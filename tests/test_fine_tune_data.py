@@ -1,4 +1,4 @@
-"""task_data.py, task_mixture.py and the length-bucket sampler on the real GLUE/SuperGLUE files."""
+"""task_data.py, task_files.py, task_mixture.py and the length-bucket sampler on the real GLUE/SuperGLUE files."""
 import json
 import logging
 import math
@@ -11,7 +11,7 @@ from absl.testing import absltest, parameterized
 
 from constants import NO_LABEL
 from t5kit.config.finetune_arguments import FineTuneDataArguments
-from t5kit.data import task_data
+from t5kit.data import task_data, task_files
 from t5kit.data.task_format import get_task_vals
 from t5kit.data.task_mixture import mix_task_datasets, mixing_rates, mixture_size, sample_mixture
 from t5kit.errors import UsageError
@@ -124,7 +124,7 @@ class TaskDataTest(parameterized.TestCase):
         path = f"{self.dir}/dev.tsv"
         with open(path, "w") as handle:
             handle.write("\n".join(broken) + "\n")
-        with self.assertLogs("t5kit.data.task_data", logging.WARNING) as logs:
+        with self.assertLogs("t5kit.data.task_files", logging.WARNING) as logs:
             split = self.build(data_args(train_file=path, validation_file=path))
         self.assertEqual((split.stats["rows"], split.stats["malformed"], len(split.inputs)), (13, 3, 10))
         self.assertIn("dropped 3 malformed row(s) of 13", logs.output[0])
@@ -201,9 +201,9 @@ class PlanAndTasksTest(parameterized.TestCase):
 
     def test_label_id_accepts_every_spelling_of_a_label(self):
         rte = get_task_vals("glue", "rte")
-        self.assertEqual([task_data.label_id(rte, value) for value in (1, "1", "not_entailment", " 0 ", "no")],
+        self.assertEqual([task_files.label_id(rte, value) for value in (1, "1", "not_entailment", " 0 ", "no")],
                          [1, 1, 1, 0, None])
-        self.assertEqual(task_data.convert_local_row(rte, {"sentence1": "a", "sentence2": "b"}, False)["label"],
+        self.assertEqual(task_files.convert_local_row(rte, {"sentence1": "a", "sentence2": "b"}, False)["label"],
                          NO_LABEL)
 
 

@@ -116,6 +116,39 @@ class FineTuneEndToEndTest(parameterized.TestCase):
                          (self.run_dir / "predictions_rte_validation.jsonl").read_text())
         self.assertFalse((out / "model.safetensors").exists())
 
+    def test_diagnostic_task_is_predicted_with_the_rte_model(self):
+        # AX-b has only a test split: the run predicts it (scored, as its file has labels) and evaluates nothing.
+        out = self.dir / "axb"
+        metrics = fine_tune(eval_only_flags(str(out), str(self.run_dir), benchmark="super_glue", dataset_name="axb",
+                                            data_dir=[str(REPO / "tests/fixtures/superglue")], do_predict=True))
+        config = yaml.safe_load((out / "config.yaml").read_text())
+        self.assertEqual((config["do_eval"], config["eval_strategy"], config["load_best_model_at_end"]),
+                         (False, "no", False))
+        self.assertIn("predict_matthews_correlation", metrics)
+        self.assertEqual([line["idx"] for line in read_jsonl(out / "superglue_submission" / "AX-b.jsonl")],
+                         [0, 1, 2, 3])
+
+    def test_wnli_evaluated_as_t5_did(self):
+        # --wnli_format wsc_simple: the pronoun marked, the candidate referent as target, scored by wsc_simple.
+        out = self.dir / "wnli"
+        metrics = fine_tune(eval_only_flags(str(out), str(self.run_dir), dataset_name="wnli",
+                                            data_dir=[str(require("glue/WNLI"))], wnli_format="wsc_simple"))
+        predictions = read_jsonl(out / "predictions_wnli_validation.jsonl")
+        self.assertEqual((predictions[0]["input"], predictions[0]["target"]),
+                         ("wsc: The drain is clogged with hair. *It* has to be cleaned.", "The hair"))
+        self.assertAlmostEqual(metrics["eval_accuracy"],
+                               100.0 * sum(p["correct"] for p in predictions) / len(predictions))
+
+    def test_dropout_rate_applies_to_the_loaded_model_when_given(self):
+        # The shared run was initialised randomly: no dropout (T5 v1.1 pre-training), recorded as such.
+        derived = yaml.safe_load((self.run_dir / "config.yaml").read_text())["derived"]
+        self.assertEqual(derived["dropout_rate"], 0.0)
+        out = self.dir / "dropout"
+        fine_tune(tiny_flags(str(out), model_size=None, tokenizer_name_or_path=None,
+                             model_name_or_path=str(self.run_dir), dropout_rate=0.1, max_steps=2))
+        self.assertEqual(yaml.safe_load((out / "config.yaml").read_text())["derived"]["dropout_rate"], 0.1)
+        self.assertEqual(json.loads((out / "config.json").read_text())["dropout_rate"], 0.1)
+
     def test_rank_scoring_predicts_only_label_words(self):
         out = self.dir / "rank"
         metrics = fine_tune(eval_only_flags(str(out), str(self.run_dir), label_scoring="rank"))
@@ -154,6 +187,31 @@ class FineTuneVariantsTest(parameterized.TestCase):
         self.assertIn("eval_average", {key for entry in saved["log_history"] for key in entry})
         for task in ("sst2", "rte", "stsb"):
             self.assertLen(read_jsonl(out / f"predictions_{task}_validation.jsonl"), 6)
+
+    def test_superglue_mixture_evaluates_and_writes_the_server_files(self):
+        """MultiRC, ReCoRD and WSC trained together on the fixtures (T5's formats), AX-g predicted beside them: each
+        task scored with SuperGLUE's own metrics, and each test split written as the SuperGLUE server takes it."""
+        out = self.dir / "superglue"
+        metrics = fine_tune(tiny_flags(
+            str(out), dataset_name=None, tasks="super_glue/multirc,super_glue/record,super_glue/wsc,super_glue/axg",
+            data_dir=[str(REPO / "tests/fixtures/superglue")], max_train_samples=None, max_eval_samples=None,
+            max_target_length=8, max_steps=2, do_predict=True))
+        saved = json.loads((out / "metrics.json").read_text())
+        reported = {"multirc": ("f1", "exact_match", "combined_score"), "record": ("exact_match", "f1",
+                    "combined_score"), "wsc": ("accuracy",)}
+        self.assertCountEqual(saved["per_task_metrics"], reported)  # AX-g is only predicted
+        for task, names in reported.items():
+            self.assertContainsSubset(names + ("invalid_count", "invalid_rate"), saved["per_task_metrics"][task])
+        self.assertEqual(saved["data"]["wsc/train"]["not_referent"], 2)
+        self.assertEqual(saved["data"]["record/validation"]["used"], 4)  # one example per answer
+        self.assertIn("predict_axg_gender_parity", metrics)  # AX-g's file has labels: scored when predicted
+        lines = {name: read_jsonl(out / "superglue_submission" / f"{name}.jsonl")
+                 for name in ("MultiRC", "ReCoRD", "WSC", "AX-g")}
+        self.assertEqual([[len(q["answers"]) for q in line["passage"]["questions"]] for line in lines["MultiRC"]],
+                         [[5, 2], [2]])
+        self.assertEqual([line["idx"] for line in lines["ReCoRD"]], [0, 1, 2])
+        self.assertContainsSubset({line["label"] for line in lines["WSC"]}, {"True", "False"})
+        self.assertContainsSubset({line["label"] for line in lines["AX-g"]}, {"entailment", "not_entailment"})
 
     def test_task_declared_in_yaml_alone(self):
         out = self.dir / "custom"
@@ -289,7 +347,7 @@ class FineTuneRefusalsTest(parameterized.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertEqual([line for line in result.stderr.splitlines() if line.startswith("error:")],
                          ["error: unknown task 'cola2' for --benchmark glue; did you mean 'cola'? choices: cola, "
-                          "sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli"])
+                          "sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli, ax"])
         self.assertFalse(self.out.exists())
 
 

@@ -61,9 +61,11 @@ class RunRecordTest(parameterized.TestCase):
     def test_derived_values(self):
         args = SimpleNamespace(per_device_train_batch_size=4, gradient_accumulation_steps=3, world_size=2,
                                bf16=True, fp16=False)
-        derived = run_record.derived_values(args, 178, 1000, tokens_length=568, input_length=512, target_length=114)
+        derived = run_record.derived_values(args, 178, 1000, 0.1, tokens_length=568, input_length=512,
+                                            target_length=114)
         self.assertEqual((derived["global_batch_size"], derived["tokens_per_optimizer_step"], derived["precision"],
-                          derived["tokens_length"], derived["parameters"]), (24, 24 * 178, "bf16", 568, 1000))
+                          derived["tokens_length"], derived["parameters"], derived["dropout_rate"]),
+                         (24, 24 * 178, "bf16", 568, 1000, 0.1))
         self.assertEqual(set(derived["versions"]), {"python", *run_record.VERSIONED_PACKAGES})
 
     def test_the_wandb_config_receives_the_record(self):

@@ -57,8 +57,10 @@ class ModelArguments:
     tokenizer_name_or_path: str = field(default=None, metadata={
         "help": "Hub name or local folder of the tokenizer (needs T5's <extra_id_N> sentinels). "
                 "Defaults to --model_name_or_path; required for random init (see train_tokenizer.py)."})
-    dropout_rate: float = field(default=0.0, metadata={
-        "help": "Dropout for random init. 0.0 as in T5 v1.1 pre-training; fine-tuning from a model keeps its own."})
+    dropout_rate: float = field(default=None, metadata={
+        "help": "Dropout rate of the model, in [0, 1). Unset: 0.0 for random init (T5 v1.1 pre-training), and a "
+                "loaded model (--model_name_or_path) keeps its own. Given: applies to a loaded model too (T5 "
+                "fine-tuned with 0.1). The value used is in config.yaml under derived."})
     attn_implementation: str = field(default="sdpa", metadata={
         "help": "T5 attention kernels: sdpa (PyTorch's fused kernels), eager (plain matmuls), or t5_flex "
                 "(FlexAttention for unpadded encoder self-attention on an Ampere or newer GPU, SDPA elsewhere; "
@@ -74,7 +76,7 @@ class ModelArguments:
                 raise UsageError("--tokenizer_name_or_path is required for random init; train one with "
                                  "train_tokenizer.py or pass a T5 tokenizer name/folder")
             self.tokenizer_name_or_path = self.model_name_or_path
-        if not 0.0 <= self.dropout_rate < 1.0:
+        if self.dropout_rate is not None and not 0.0 <= self.dropout_rate < 1.0:
             raise UsageError(f"--dropout_rate={self.dropout_rate} must be in [0, 1)")
 
 

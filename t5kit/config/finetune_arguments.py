@@ -59,6 +59,15 @@ class FineTuneDataArguments:
     max_eval_samples: int = field(default=None, metadata={
         "help": "Keep only the first N rows of each validation split."})
     max_predict_samples: int = field(default=None, metadata={"help": "Keep only the first N rows of each test split."})
+    wnli_format: str = field(default="glue", metadata={
+        "help": "How glue/wnli is read: glue (T5's glue_wnli_v002: 'wnli sentence1: ... sentence2: ...' -> "
+                "entailment/not_entailment) or wsc_simple (as T5 evaluated WNLI, glue_wnli_v002_simple_eval: the "
+                "pronoun marked, the candidate referent as target, scored like WSC; evaluation and prediction "
+                "only, with a model fine-tuned on super_glue/wsc).", "choices": constants.WNLI_FORMATS})
+    leaderboard_files: bool = field(default=True, metadata={
+        "help": "With --do_predict, write the GLUE (glue_submission/<Task>.tsv) and SuperGLUE "
+                "(superglue_submission/<Task>.jsonl) server files for test splits of their tasks; every predicted "
+                "row then needs its idx. false: predictions files only."})
     predictions_format: str = field(default="jsonl", metadata={
         "help": "Format of the per-split predictions files (input, target, prediction, correct): jsonl or tsv.",
         "choices": PREDICTIONS_FORMATS})

@@ -8,6 +8,7 @@ from t5kit.config.arguments import check_choices, check_data_files, check_positi
 from t5kit.errors import UsageError
 
 SAMPLE_BY_CHOICES = ("paragraph", "line", "document")
+DOCUMENT_SEPARATORS = ("eos", "none")
 
 
 @dataclass
@@ -24,8 +25,13 @@ class PretrainDataArguments:
     text_column: str = field(default="text", metadata={"help": "Column holding the raw text (json/csv/parquet/hub)."})
     sample_by: str = field(default="paragraph", metadata={
         "help": "How a .txt file splits into documents: paragraph (blank-line separated), line, or document "
-                "(whole file). Each document ends with EOS before documents are concatenated into windows.",
+                "(whole file). Documents are then concatenated into windows (see --document_separator).",
         "choices": SAMPLE_BY_CHOICES})
+    document_separator: str = field(default="eos", metadata={
+        "help": "What goes between documents when they are concatenated into windows: eos (EOS after each "
+                "document, as HF's run_t5_mlm_flax.py tokenises) or none (documents joined directly, as T5's C4 "
+                "span-corruption task does: reduce_concat_tokens, EOS only at the end of each window).",
+        "choices": DOCUMENT_SEPARATORS})
     encoding: str = field(default="utf-8", metadata={
         "help": "Text encoding of local corpus files (e.g. latin-1: Project Gutenberg ships some books so)."})
     streaming: bool = field(default=False, metadata={

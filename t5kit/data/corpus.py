@@ -164,15 +164,17 @@ def split_off_validation(train, percentage, seed, source="the training data"):
     return split["train"], split["test"]
 
 
-def tokenize_documents(dataset, tokenizer, text_column, num_proc=None, overwrite_cache=False):
-    """Tokenises each document, EOS appended; blank and null documents are dropped (nothing to learn from).
-    Map-style results are cached by datasets."""
+def tokenize_documents(dataset, tokenizer, text_column, num_proc=None, overwrite_cache=False, append_eos=True):
+    """Tokenises each document, EOS appended unless `append_eos` is False (--document_separator none); blank and
+    null documents are dropped (nothing to learn from). Map-style results are cached by datasets (the cache key
+    includes append_eos)."""
 
     def tokenize(batch):
         texts = [text for text in batch[text_column] if text and not text.isspace()]
         if not texts:  # the tokenizer fails on an empty batch
             return {"input_ids": []}
-        return {"input_ids": tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]}
+        # A T5 tokenizer's only special token is the EOS it appends.
+        return {"input_ids": tokenizer(texts, add_special_tokens=append_eos, verbose=False)["input_ids"]}
 
     kwargs = dict(batched=True, batch_size=TOKENIZE_BATCH_SIZE, remove_columns=column_names(dataset))
     if isinstance(dataset, datasets.IterableDataset):
@@ -232,7 +234,8 @@ def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_arg
 
     def tokenize_and_pack(dataset, source):
         tokenized = tokenize_documents(dataset, tokenizer, data_args.text_column,
-                                       data_args.preprocessing_num_workers, data_args.overwrite_cache)
+                                       data_args.preprocessing_num_workers, data_args.overwrite_cache,
+                                       append_eos=data_args.document_separator == "eos")
         return pack_windows(tokenized, tokens_length, source)
 
     with training_args.main_process_first(desc="tokenising and packing the corpus"):
@@ -258,7 +261,8 @@ def stream_windows(train, validation, tokenizer, tokens_length, data_args, train
     # One tokenising pipeline per use. Pipelines over the same raw stream share datasets' iteration state, so the
     # held-out windows are read here, before training starts iterating.
     def documents(dataset):
-        return tokenize_documents(dataset, tokenizer, data_args.text_column)
+        return tokenize_documents(dataset, tokenizer, data_args.text_column,
+                                  append_eos=data_args.document_separator == "eos")
 
     # A file that turns out unreadable further down the stream is named in one line too, whenever it is reached.
     train_source, validation_source = _sources(data_args)

@@ -15,7 +15,9 @@ import numpy as np
 
 from constants import (
     COMBINED_SCORE,
+    CUSTOM_TASK_TYPES,
     DATASET_VALS,
+    GROUPED_METRICS,
     METRIC_NAMES_BY_TASK_TYPE,
     NO_LABEL,
     NO_LABEL_TARGET,
@@ -30,6 +32,7 @@ REQUIRED_KEYS = ("task_type", "prefix", "text_column_name", "label_column_name",
                  "metric_to_optimize")
 # Keys a YAML-declared task may set (the registry's data-location keys are for built-in tasks only).
 CUSTOM_TASK_KEYS = REQUIRED_KEYS
+ROW_FORMAT_GROUPS = {"multirc": "exact_match", "axg": "gender_parity"}  # the grouped metric each row format feeds
 
 
 def get_task_vals(benchmark: str, task: str, registry: Mapping = DATASET_VALS) -> dict:
@@ -167,6 +170,11 @@ def validate_metrics(task_vals, where: str) -> None:
     for metric in metric_names:
         if metric not in known:
             raise UsageError(f"{where}: unknown metric '{metric}' for a {task_type} task{did_you_mean(metric, known)}")
+        grouped_by = ROW_FORMAT_GROUPS.get(task_vals.get("row_format"))
+        if task_type == "classification" and metric in GROUPED_METRICS and metric != grouped_by:
+            raise UsageError(f"{where}: metric '{metric}' scores groups of rows (MultiRC questions, AX-g pairs) that "
+                             "only the registry's multirc and axg tasks have; use accuracy, f1 or "
+                             "matthews_correlation")
     allowed = list(metric_names) + ([COMBINED_SCORE] if combines_metrics(task_vals) else [])
     if task_vals["metric_to_optimize"] not in allowed:
         raise UsageError(f"{where}: metric_to_optimize '{task_vals['metric_to_optimize']}' is not reported"
@@ -192,7 +200,8 @@ def validate_labels(task_vals, where: str) -> None:
 
 
 def combines_metrics(task_vals) -> bool:
-    """Whether metrics.py adds COMBINED_SCORE (the mean of metric_names) for this task."""
+    """Whether metrics.py adds COMBINED_SCORE (the mean of metric_names) for this task: every task with several
+    metrics but a generation task (ROUGE types are reported side by side)."""
     return task_vals["task_type"] != "generation" and len(task_vals["metric_names"]) > 1
 
 
@@ -205,6 +214,9 @@ def build_task_vals(spec, name: str = "custom") -> dict:
         if key not in CUSTOM_TASK_KEYS:
             raise UsageError(f"task {name}: unknown key '{key}'{did_you_mean(key, CUSTOM_TASK_KEYS)}")
     task_vals = dict(spec, name=name)
+    if task_vals.get("task_type") in set(TASK_TYPES) - set(CUSTOM_TASK_TYPES):
+        raise UsageError(f"task {name}: task_type {task_vals['task_type']} needs a registry task's row format (ReCoRD, "
+                         f"WSC); a YAML-declared task is one of {', '.join(CUSTOM_TASK_TYPES)}")
     if "task_type" not in task_vals:
         if "labels" not in task_vals:
             raise UsageError(f"task {name} is missing the key 'labels' (or set task_type: regression / generation)")

@@ -18,6 +18,7 @@ logger = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
 FUSED_T5_ATTENTION_SINCE = "5.20"  # the first transformers whose T5 gives SDPA a contiguous position-bias mask
 T5_MODEL_TYPES = ("t5", "mt5")  # what T5ForConditionalGeneration loads
+RANDOM_INIT_DROPOUT_RATE = 0.0  # T5 v1.1 pre-training turned dropout off (released_checkpoints.md)
 
 
 def check_t5_tokenizer(tokenizer, name):
@@ -62,13 +63,41 @@ def padded_vocab_size(tokenizer):
     return math.ceil(len(tokenizer) / constants.VOCAB_PAD_MULTIPLE) * constants.VOCAB_PAD_MULTIPLE
 
 
-def build_t5_config(model_size, tokenizer, dropout_rate):
+def t5_config(architecture, vocab_size, pad_token_id, eos_token_id, dropout_rate=0.0):
+    """A T5Config for an architecture (a MODEL_SIZE_PRESETS entry: T5Config arguments) and a vocabulary.
+
+    transformers 5.x's T5Config reads `tie_word_embeddings=False` only as "do not rescale the decoder output" (the
+    T5 v1.1 half of the flag) and then sets the flag back to True, which would give a T5 v1.1 shape with T5 1.0's
+    shared output layer. The flag is set again here, so that new_t5_model keeps a separate lm_head and the saved
+    config.json says `"tie_word_embeddings": false`, as the released T5 v1.1 configs do."""
+    config = T5Config(**architecture, vocab_size=vocab_size, dropout_rate=dropout_rate, pad_token_id=pad_token_id,
+                      eos_token_id=eos_token_id,
+                      # T5 starts decoding from the pad id; transformers 5.x's T5Config leaves it unset.
+                      decoder_start_token_id=pad_token_id)
+    config.tie_word_embeddings = architecture.get("tie_word_embeddings", True)
+    return config
+
+
+def build_t5_config(model_size, tokenizer, dropout_rate=0.0):
     """A T5Config for a size preset, with vocabulary and special ids taken from the tokenizer."""
-    return T5Config(**constants.MODEL_SIZE_PRESETS[model_size], vocab_size=padded_vocab_size(tokenizer),
-                    dropout_rate=dropout_rate, pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=tokenizer.eos_token_id,
-                    # T5 starts decoding from the pad id; transformers 5.x's T5Config leaves it unset.
-                    decoder_start_token_id=tokenizer.pad_token_id)
+    return t5_config(constants.MODEL_SIZE_PRESETS[model_size], padded_vocab_size(tokenizer), tokenizer.pad_token_id,
+                     tokenizer.eos_token_id, dropout_rate)
+
+
+def new_t5_model(config):
+    """A randomly initialised T5ForConditionalGeneration. With `config.tie_word_embeddings` False (T5 v1.1: "no
+    parameter sharing between embedding and classifier layer") lm_head is its own parameter, initialised by
+    transformers' rule for an untied T5 head (T5PreTrainedModel._init_weights: normal, std = initializer_factor);
+    the encoder and decoder still read the one shared input embedding, as in T5 v1.1."""
+    model = T5ForConditionalGeneration(config)
+    if not config.tie_word_embeddings:
+        # Untied, transformers ties nothing: the encoder and decoder would each get an embedding of their own.
+        model.set_input_embeddings(model.get_input_embeddings())
+    return model
+
+
+def has_untied_output_layer(model) -> bool:
+    return model.get_output_embeddings().weight is not model.get_input_embeddings().weight
 
 
 def load_model_config(name_or_path, cache_dir=None, trust_remote_code=False):
@@ -86,14 +115,35 @@ def load_model_config(name_or_path, cache_dir=None, trust_remote_code=False):
     return config
 
 
-def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False):
-    """Loads an existing T5 model (load_model_config refuses other architectures)."""
+class _ExpectedUntiedHeadWarning(logging.Filter):
+    """Drops transformers' warning that lm_head and the embedding differ although the config ties them: T5Config
+    always reads back as tied (see t5_config), so every untied T5 checkpoint (T5 v1.1 ones) raises it."""
+
+    def filter(self, record):
+        message = record.getMessage()
+        return not ("lm_head.weight" in message and "NOT tie them" in message)
+
+
+def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False, **config_overrides):
+    """Loads an existing T5 model (load_model_config refuses other architectures). A checkpoint with its own
+    lm_head (T5 v1.1, or a model this toolkit built from a v1.1 preset) loads untied, and its config says so, so
+    that resize_token_embeddings and saving keep it untied. config_overrides: T5Config values to replace
+    (dropout_rate)."""
     load_model_config(name_or_path, cache_dir, trust_remote_code)
+    quiet = _ExpectedUntiedHeadWarning()
+    transformers_logger = logging.getLogger("transformers.modeling_utils")
+    transformers_logger.addFilter(quiet)
     try:
-        return T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir)
+        model = T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir, **config_overrides)
     except (OSError, ValueError, SafetensorError) as err:  # no weights file, or an unreadable one
         raise UsageError(f"cannot load the weights of {name_or_path!r} (--model_name_or_path): "
                          f"{str(err).splitlines()[0]}") from None
+    finally:
+        transformers_logger.removeFilter(quiet)
+    if has_untied_output_layer(model):
+        model.config.tie_word_embeddings = False
+        logger.info("%s has its own output layer (lm_head not tied to the embedding, as in T5 v1.1)", name_or_path)
+    return model
 
 
 def build_model(model_args, tokenizer, use_cpu=False):
@@ -102,12 +152,18 @@ def build_model(model_args, tokenizer, use_cpu=False):
     if model_args.attn_implementation == t5_flex_attention.NAME:
         t5_flex_attention.check_gpu_generation(use_cpu)
     if model_args.model_name_or_path:
+        # --dropout_rate replaces the model's own only when given (T5 fine-tunes with 0.1; a model pre-trained
+        # with 0.0 would otherwise fine-tune without dropout).
+        overrides = {} if model_args.dropout_rate is None else {"dropout_rate": model_args.dropout_rate}
         model = load_pretrained_t5(model_args.model_name_or_path, model_args.cache_dir,
-                                   model_args.trust_remote_code)
+                                   model_args.trust_remote_code, **overrides)
         if model.get_input_embeddings().num_embeddings < len(tokenizer):
             model.resize_token_embeddings(padded_vocab_size(tokenizer))
     else:
-        model = T5ForConditionalGeneration(build_t5_config(model_args.model_size, tokenizer, model_args.dropout_rate))
+        dropout_rate = RANDOM_INIT_DROPOUT_RATE if model_args.dropout_rate is None else model_args.dropout_rate
+        model = new_t5_model(build_t5_config(model_args.model_size, tokenizer, dropout_rate))
+    logger.info("dropout_rate %s (%s)", model.config.dropout_rate, "--dropout_rate" if model_args.dropout_rate
+                is not None else "the model's own" if model_args.model_name_or_path else "random init default")
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
     cast_position_bias_under_autocast(model)

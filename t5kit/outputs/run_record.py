@@ -1,7 +1,7 @@
 """The run record: what OUTPUT_DIR/config.yaml and the W&B run config hold.
 
     record = run_record.flag_values(flags)               # step 1: every flag as validated, every default filled
-    derived = run_record.derived_values(training_args, tokens_per_example, num_parameters, ...)
+    derived = run_record.derived_values(training_args, tokens_per_example, num_parameters, dropout_rate, ...)
     run_record.write_run_record(output_dir, {**record, run_record.DERIVED_KEY: derived})
 
 The flags come from the validated dataclasses (after every __post_init__ filled its defaults), never from the
@@ -63,10 +63,11 @@ def precision(training_args) -> str:
     return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
 
 
-def derived_values(training_args, tokens_per_example, num_parameters, **span_shapes) -> dict:
+def derived_values(training_args, tokens_per_example, num_parameters, dropout_rate=None, **span_shapes) -> dict:
     """The numbers that follow from the flags and the model, computed once: the global batch (per-device batch x
     gradient accumulation x world size) and the tokens per optimizer step it carries, precision, parameters, the
-    span shapes of pre-training (tokens_length, input_length, target_length), package versions."""
+    dropout rate the model trains with (--dropout_rate, or the loaded model's own), the span shapes of
+    pre-training (tokens_length, input_length, target_length), package versions."""
     global_batch = (training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
                     * training_args.world_size)
     return {
@@ -77,6 +78,7 @@ def derived_values(training_args, tokens_per_example, num_parameters, **span_sha
         "tokens_per_optimizer_step": round(global_batch * tokens_per_example),
         "precision": precision(training_args),
         "parameters": num_parameters,
+        "dropout_rate": dropout_rate,
         "versions": package_versions(),
     }
 

@@ -2,6 +2,8 @@
 the metric that picks the best checkpoint (set here, before the run record is taken, and never changed after)."""
 import logging
 
+from transformers.trainer_utils import IntervalStrategy
+
 from t5kit.data.task_format import combines_metrics
 from t5kit.errors import UsageError, did_you_mean
 from t5kit.train.task_trainer import AVERAGE_KEY
@@ -41,6 +43,17 @@ def reported_metrics(plans) -> list:
             + list(SPLIT_METRICS)
         names += split_names if len(evals) == 1 else [f"{plan.key}_{name}" for name in split_names]
     return names + ([AVERAGE_KEY] if len(evals) > 1 else [])
+
+
+def turn_off_evaluation_without_splits(training_args, plans):
+    """A run whose tasks have no validation split (diagnostic tasks, only predicted) evaluates nothing: evaluation
+    and best-checkpoint loading are switched off here, before the run record is taken (the Trainer refuses an
+    evaluation strategy without evaluation data)."""
+    if any(plan.role == "eval" for plan in plans) or training_args.eval_strategy == "no":
+        return
+    logger.info("no task of this run has a validation split: --eval_strategy no, --load_best_model_at_end false")
+    training_args.do_eval, training_args.eval_strategy = False, IntervalStrategy.NO
+    training_args.load_best_model_at_end = False
 
 
 def choose_best_model_metric(training_args, plans):

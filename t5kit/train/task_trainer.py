@@ -33,8 +33,8 @@ def average_score(per_key_metrics, splits) -> float:
     plain mean of each split's metric_to_optimize."""
     tasks = list(dict.fromkeys(split.task_vals["name"] for split in splits))
     glue_tasks = [name.split("/")[1] for name in tasks if name.startswith("glue/")]
-    if len(glue_tasks) == len(tasks) and all(key in per_key_metrics for task in glue_tasks
-                                             for key, _ in GLUE_SCORE_METRICS[task]):
+    if len(glue_tasks) == len(tasks) and all(task in GLUE_SCORE_METRICS for task in glue_tasks) \
+            and all(key in per_key_metrics for task in glue_tasks for key, _ in GLUE_SCORE_METRICS[task]):
         return glue_average(per_key_metrics, tasks=glue_tasks)
     return float(np.mean([per_key_metrics[split.key][split.task_vals["metric_to_optimize"]] for split in splits]))
 
@@ -171,7 +171,7 @@ class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, Seq2SeqTrainer):  # 
     def score_predictions(self, eval_prediction):
         split = self.current_split
         texts = self.decode(eval_prediction.predictions, split)[:len(split.targets)]
-        return compute_task_metrics(split.task_vals, texts, split.targets)
+        return compute_task_metrics(split.task_vals, texts, split.targets, split.meta)
 
 
 def predict_splits(trainer, splits, prefix):

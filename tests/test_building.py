@@ -1,0 +1,142 @@
+"""model/building.py: every --model_size preset builds the architecture its T5 version has (parameter counts with
+T5's 32,128-row vocabulary; T5 1.0 ties lm_head to the embedding, T5 v1.1 does not), an untied head keeps its
+own values through save, load, resume and resize_token_embeddings, and --dropout_rate applies where it is given."""
+from unittest import mock
+
+import torch
+from absl.testing import absltest, parameterized
+from safetensors.torch import load_file
+
+import constants
+from t5kit.config.arguments import ModelArguments
+from t5kit.model import building
+from t5kit.train import resume
+from tests.helpers import TinyRunTestCase, pre_train, tiny_run_flags
+
+T5_VOCAB_SIZE = 32128  # 32,100 pieces padded to a multiple of 128, as in the released checkpoints
+
+# (preset, parameters, lm_head shares the embedding): T5 1.0 (google-t5/t5-*) and T5 v1.1 (google/t5-v1_1-*).
+PRESET_CASES = (
+    ("t5_small", "t5-small", 60_506_624, True),
+    ("t5_base", "t5-base", 222_903_552, True),
+    ("t5_large", "t5-large", 737_668_096, True),
+    ("t5_v1_1_small", "t5-v1_1-small", 76_961_152, False),
+    ("t5_v1_1_base", "t5-v1_1-base", 247_577_856, False),
+    ("t5_v1_1_large", "t5-v1_1-large", 783_150_080, False),
+)
+TINY_V1_1 = dict(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2, feed_forward_proj="gated-gelu",
+                 tie_word_embeddings=False)
+
+
+def tiny_untied_model(vocab_size=128):
+    torch.manual_seed(0)
+    return building.new_t5_model(building.t5_config(TINY_V1_1, vocab_size, pad_token_id=0, eos_token_id=1))
+
+
+class PresetTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(*PRESET_CASES)
+    def test_preset_has_the_parameters_and_head_of_its_t5_version(self, name, parameters, tied):
+        with torch.device("meta"):  # shapes only: no memory, no initialisation time
+            model = building.new_t5_model(building.t5_config(constants.MODEL_SIZE_PRESETS[name], T5_VOCAB_SIZE, 0, 1))
+        self.assertEqual(building.count_parameters(model), parameters)
+        self.assertEqual(model.lm_head.weight is model.shared.weight, tied)
+        self.assertEqual(model.config.tie_word_embeddings, tied)
+        # Either way the encoder and decoder read the one shared input embedding.
+        self.assertIs(model.encoder.embed_tokens.weight, model.shared.weight)
+        self.assertIs(model.decoder.embed_tokens.weight, model.shared.weight)
+        # T5 1.0 rescales the decoder output before a tied head; T5 v1.1 does not.
+        self.assertEqual(model.config.scale_decoder_outputs, tied)
+
+
+class UntiedHeadTest(parameterized.TestCase):
+
+    def test_untied_head_has_its_own_initialisation(self):
+        model = tiny_untied_model()
+        self.assertFalse(torch.equal(model.lm_head.weight, model.shared.weight))
+        # transformers' rule for an untied T5 head: normal with std initializer_factor (1.0), like the embedding.
+        self.assertAlmostEqual(model.lm_head.weight.std().item(), 1.0, delta=0.05)
+
+    def test_save_and_load_keep_the_head_untied(self):
+        model = tiny_untied_model()
+        folder = self.create_tempdir().full_path
+        model.save_pretrained(folder)
+        saved = load_file(f"{folder}/model.safetensors")
+        self.assertIn("lm_head.weight", saved)
+        self.assertNotIn("encoder.embed_tokens.weight", saved)  # still the shared embedding
+        with self.assertNoLogs("transformers.modeling_utils", level="WARNING"):
+            loaded = building.load_pretrained_t5(folder)
+        self.assertTrue(building.has_untied_output_layer(loaded))
+        self.assertFalse(loaded.config.tie_word_embeddings)
+        torch.testing.assert_close(loaded.lm_head.weight, model.lm_head.weight)
+        torch.testing.assert_close(loaded.shared.weight, model.shared.weight)
+        self.assertIs(loaded.encoder.embed_tokens.weight, loaded.shared.weight)
+
+    def test_resize_token_embeddings_keeps_the_head_untied(self):
+        model = tiny_untied_model()
+        head = model.lm_head.weight.detach().clone()
+        model.resize_token_embeddings(256)
+        self.assertEqual(tuple(model.lm_head.weight.shape), (256, 32))
+        self.assertTrue(building.has_untied_output_layer(model))
+        torch.testing.assert_close(model.lm_head.weight[:128], head)
+        self.assertIs(model.decoder.embed_tokens.weight, model.shared.weight)
+
+    def test_tied_model_stays_tied_through_save_and_load(self):
+        torch.manual_seed(0)
+        tied = building.new_t5_model(building.t5_config(constants.MODEL_SIZE_PRESETS["t5-tiny"], 128, 0, 1))
+        folder = self.create_tempdir().full_path
+        tied.save_pretrained(folder)
+        loaded = building.load_pretrained_t5(folder)
+        self.assertIs(loaded.lm_head.weight, loaded.shared.weight)
+        self.assertTrue(loaded.config.tie_word_embeddings)
+
+
+class DropoutTest(parameterized.TestCase):
+    """--dropout_rate: unset, random init trains without dropout (T5 v1.1 pre-training) and a loaded model keeps
+    its own; given, it applies to a loaded model too (T5 fine-tunes with 0.1)."""
+
+    class Tokenizer:  # what build_t5_config reads
+        pad_token_id, eos_token_id = 0, 1
+
+        def __len__(self):
+            return 128
+
+    def saved_model(self, dropout_rate):
+        folder = self.create_tempdir().full_path
+        config = building.t5_config(constants.MODEL_SIZE_PRESETS["t5-tiny"], 128, 0, 1, dropout_rate=dropout_rate)
+        building.new_t5_model(config).save_pretrained(folder)
+        return folder
+
+    @parameterized.named_parameters(
+        ("random_init_default", False, None, 0.0), ("random_init_given", False, 0.2, 0.2),
+        ("loaded_keeps_its_own", True, None, 0.0), ("loaded_given", True, 0.1, 0.1))
+    def test_dropout_used(self, loaded, flag, expected):
+        folder = self.saved_model(dropout_rate=0.0) if loaded else None
+        args = ModelArguments(model_name_or_path=folder, model_size="t5-tiny", tokenizer_name_or_path="t5",
+                              dropout_rate=flag)
+        model = building.build_model(args, self.Tokenizer())
+        self.assertEqual(model.config.dropout_rate, expected)
+        rates = {module.p for module in model.modules() if isinstance(module, torch.nn.Dropout)}
+        self.assertEqual(rates, {expected})
+
+
+class UntiedResumeTest(TinyRunTestCase):
+    """A pre-training run of a v1.1 architecture (the t5-v1_1-small preset shrunk to test size) resumes from its
+    checkpoint with the head untied, and its final model loads untied."""
+
+    def test_checkpoint_resumes_and_final_model_stays_untied(self):
+        out = self.dir / "run"
+        flags = dict(model_size="t5-v1_1-small", save_strategy="steps", save_steps=2, save_total_limit=3)
+        with mock.patch.dict(constants.MODEL_SIZE_PRESETS, {"t5-v1_1-small": TINY_V1_1}):
+            pre_train(tiny_run_flags(str(out), self.corpus, max_steps=2, **flags))
+            state = load_file(f"{out}/checkpoint-2/model.safetensors")
+            self.assertFalse(torch.equal(state["lm_head.weight"], state["shared.weight"]))
+            pre_train(tiny_run_flags(str(out), self.corpus, max_steps=4, resume_from_checkpoint="auto", **flags))
+        final = building.load_pretrained_t5(str(out))
+        self.assertTrue(building.has_untied_output_layer(final))
+        self.assertIn('"tie_word_embeddings": false', (out / "config.json").read_text())
+        resume.check_checkpoint_fits(str(out / "checkpoint-4"), final)  # the same architecture: accepted
+
+
+if __name__ == "__main__":
+    absltest.main()
