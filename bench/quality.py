@@ -20,6 +20,7 @@ One run, all offline (../shared/data beside the repository):
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -47,8 +48,10 @@ def parse_args(argv=None):
     parser.add_argument("--curve_steps", nargs="*", type=int, default=None,
                         help="Pre-training steps to fine-tune SST-2 from, besides 0 (random init) and the end. "
                              "Default: a quarter, a half and three quarters of the pre-training steps.")
-    parser.add_argument("--pretrain_overrides", nargs="*", default=[], help="Extra pre_train_t5.py flags.")
-    parser.add_argument("--finetune_overrides", nargs="*", default=[], help="Extra fine_tune_t5.py flags.")
+    parser.add_argument("--pretrain_overrides", type=shlex.split, default=[],
+                        help="Extra pre_train_t5.py flags, one string: --pretrain_overrides='--max_steps 800'.")
+    parser.add_argument("--finetune_overrides", type=shlex.split, default=[],
+                        help="Extra fine_tune_t5.py flags, one string: --finetune_overrides='--max_steps 300'.")
     parser.add_argument("--reuse", action="store_true",
                         help="Keep what --work_dir already holds (corpus, tokenizer, pre-training, fine-tunes) and "
                              "only run what is missing.")
