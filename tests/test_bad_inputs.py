@@ -84,6 +84,18 @@ CASES = {
                              "--per_device_eval_batch_size=0 must be >= 1"),
     "document_separator": ("pre_train_t5", lambda w: pretrain(w, document_separator="newline"),
                            "--document_separator='newline' is not a valid choice; choices: eos, none"),
+    "unknown_objective": ("pre_train_t5", lambda w: pretrain(w, objective="ul3"),
+                          "--objective='ul3' is not a valid choice; did you mean 'ul2'?"),
+    "unknown_denoiser_setting": ("pre_train_t5", lambda w: pretrain(
+        w, objective="ul2", denoisers="[{paradigm: S, noise_densty: 0.25, proportion: 1}]"),
+        "--denoisers item 1: unknown denoiser setting 'noise_densty'; did you mean 'noise_density'?"),
+    "denoiser_proportions": ("pre_train_t5", lambda w: [write(w / "c.yaml", (
+        "objective: ul2\ndenoisers:\n  - {paradigm: R, mean_noise_span_length: 3, noise_density: 0.15, "
+        "proportion: 0.5}\n  - {paradigm: S, noise_density: 0.25, proportion: 0.4}\n")), *pretrain(w)],
+        "--denoisers proportions sum to 0.9, not 1"),
+    "mode_token_the_tokenizer_cannot_hold": ("pre_train_t5", lambda w: pretrain(
+        w, objective="ul2", denoisers="[{paradigm: S, noise_density: 0.25, proportion: 1, mode_token: '</s>'}]"),
+        "mode_token '</s>' is one of the tokenizer's own special tokens"),
     "train_on_a_diagnostic_task": ("fine_tune_t5", lambda w: finetune(w, dataset_name="ax"),
                                    "--do_train: glue/ax is only predicted, never trained on"),
     "streaming_without_max_steps": ("pre_train_t5", lambda w: pretrain(w, streaming=True, max_steps=-1,

@@ -77,7 +77,7 @@ class RealProgramSweepTest(parameterized.TestCase):
         best = yaml.safe_load((out / "best_config.yaml").read_text())
         best_trial = min(trials, key=lambda t: t.value)
         self.assertEqual(best["learning_rate"], best_trial.user_attrs["flags"]["learning_rate"])
-        (_, _, _, training_args) = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [str(out / "best_config.yaml")])
+        *_, training_args = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [str(out / "best_config.yaml")])
         self.assertEqual(training_args.learning_rate, best["learning_rate"])
         self.assertEqual(training_args.output_dir, str(out / "best_run"))
 

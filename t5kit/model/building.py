@@ -198,11 +198,38 @@ def _bias_to_autocast_dtype(module, inputs, bias):
     return bias
 
 
-def load_tokenizer_and_model(model_args, use_cpu=False):
-    """Step 5 of every entry script: the checked tokenizer, then the model sized to it."""
+def add_mode_tokens(tokenizer, tokens):
+    """Adds UL2's paradigm tokens ([NLU], [NLG], [S2S]) the tokenizer lacks, as special tokens (never split,
+    kept by decoding's skip_special_tokens=False), before the model is sized to the tokenizer. Refuses a token that
+    is already one of the tokenizer's own special tokens (pad, EOS, unk, a sentinel) or that does not then encode to
+    one id. Returns the tokens added."""
+    reserved = {tokenizer.pad_token, tokenizer.eos_token, tokenizer.unk_token,
+                *(f"<extra_id_{i}>" for i in range(constants.NUM_SENTINELS))}
+    for token in tokens:
+        if token in reserved:
+            raise UsageError(f"--denoisers mode_token {token!r} is one of the tokenizer's own special tokens (pad, "
+                             "EOS, unk or a sentinel), which the tokenizer cannot also hold as a paradigm token; "
+                             "pick another, e.g. [NLU]")
+    known = tokenizer.get_vocab()
+    missing = [token for token in tokens if token not in known]
+    if missing:
+        tokenizer.add_tokens(missing, special_tokens=True)
+        logger.info("added the paradigm token(s) %s to the tokenizer", ", ".join(missing))
+    for token in tokens:
+        ids = tokenizer(token, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise UsageError(f"--denoisers mode_token {token!r} encodes to {len(ids)} ids, not one, even once added "
+                             "to the tokenizer; pick another, e.g. [NLU]")
+    return missing
+
+
+def load_tokenizer_and_model(model_args, use_cpu=False, mode_tokens=()):
+    """Step 5 of every entry script: the checked tokenizer (with UL2's paradigm tokens where the objective has
+    them), then the model sized to it."""
     if model_args.model_name_or_path:  # a folder of another architecture is a model problem, said as such
         load_model_config(model_args.model_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
     tokenizer = load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
+    add_mode_tokens(tokenizer, mode_tokens)
     return tokenizer, build_model(model_args, tokenizer, use_cpu)
 
 
