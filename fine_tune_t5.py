@@ -6,6 +6,8 @@
         --dataset_name rte --data_dir ../shared/data/glue/RTE --output_dir runs/rte_eval   # evaluate only
     python fine_tune_t5.py configs/glue/base.yaml --tasks glue/sst2,glue/rte,glue/cola --data_dir ../shared/data/glue \\
         --model_name_or_path runs/quickstart --output_dir runs/glue_mix                    # multi-task
+    python fine_tune_t5.py configs/finetune_rte_quickstart.yaml --peft lora --lora_r 8 --lora_target_modules q,v \\
+        --merge_adapters true --output_dir runs/rte_lora                                  # LoRA adapters
 
 Outputs (rank 0): config.yaml, metrics.json (per-task metrics, their average, data counts), a predictions file per
 split, the leaderboard files of GLUE and SuperGLUE test splits (--do_predict: glue_submission/<Task>.tsv,
@@ -21,7 +23,7 @@ from t5kit.config import parsing
 from t5kit.config.programs import FINETUNE_FLAG_CLASSES
 from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
-from t5kit.model import building
+from t5kit.model import building, lora
 from t5kit.optim import param_groups
 from t5kit.outputs import run_folder, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
@@ -44,6 +46,7 @@ def main(argv=None):
     task_setup.turn_off_evaluation_without_splits(training_args, plans)
     best_metric = task_setup.choose_best_model_metric(training_args, plans)
     task_setup.check_model_to_evaluate(model_args, training_args)
+    task_setup.check_peft_base_model(model_args, training_args)
     record = run_record.flag_values(flags)
 
     # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
@@ -60,8 +63,12 @@ def main(argv=None):
     # 4. Seed, before the model is built so that it controls a random initialisation.
     set_seed(training_args.seed)
 
-    # 5. Tokenizer, model (load_pretrained_t5 refuses a folder that is not an encoder-decoder).
+    # 5. Tokenizer, model (load_pretrained_t5 refuses a folder that is not an encoder-decoder); --peft lora wraps
+    # it in adapters, after it is sized to the tokenizer and before the optimizer sees its parameters.
     tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu)
+    if training_args.peft:
+        model = lora.apply_lora(model, training_args.lora_r, training_args.lora_alpha, training_args.lora_dropout,
+                                training_args.lora_target_modules)
     resume.check_checkpoint_fits(checkpoint, model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
@@ -74,7 +81,8 @@ def main(argv=None):
                                                  for split in role)
     tokens_per_example = task_data.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"])
     derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model),
-                                        model.config.dropout_rate)
+                                        model.config.dropout_rate,
+                                        trainable_parameters=lora.trainable_parameters(model))
     run_logging.log_run_summary(record, derived)
 
     # 7. Collator: each batch padded to its own longest row (dynamic padding; labels padded with -100).
@@ -106,6 +114,8 @@ def main(argv=None):
     trainer.log_metrics("all", results)
     if trainer.is_world_process_zero():
         write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates)
+    if trainer.is_world_process_zero() and training_args.merge_adapters:  # last: merging changes the model
+        lora.save_merged_model(trainer.model, tokenizer, f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
     return results
 
 

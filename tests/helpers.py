@@ -174,6 +174,17 @@ def random_word_ids(count, num_words=32000, seed=0):
     return 3 + np.minimum(rng.zipf(1.2, size=count) - 1, num_words - 4)
 
 
+def save_tiny_t5(folder):
+    """A random t5-tiny with the real T5 tokenizer saved in `folder` (a base model for LoRA and loading tests)."""
+    from t5kit.model import building
+
+    tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+    torch.manual_seed(0)
+    building.new_t5_model(building.build_t5_config("t5-tiny", tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def pre_train(argv):
     """pre_train_t5.py's main(argv): metrics."""
     return entry_main("pre_train_t5")(argv)

@@ -10,7 +10,7 @@ from pathlib import Path
 from absl.testing import absltest, parameterized
 
 from t5kit import cli
-from tests.helpers import REPO, entry_main, require, snapshot, tiny_flags, tiny_run_flags
+from tests.helpers import REPO, entry_main, require, save_tiny_t5, snapshot, tiny_flags, tiny_run_flags
 
 
 def write(path, text):
@@ -101,6 +101,14 @@ CASES = {
     "streaming_without_max_steps": ("pre_train_t5", lambda w: pretrain(w, streaming=True, max_steps=-1,
                                                                        max_eval_samples=8),
                                     "--streaming needs --max_steps N"),
+    "lora_target_matches_nothing": ("fine_tune_t5", lambda w: finetune(
+        w, model_name_or_path=save_tiny_t5(w / "base"), peft="lora", lora_target_modules="q,vv"),
+        "--lora_target_modules 'vv' matches no layer of the model"),
+    "lora_on_a_random_init": ("fine_tune_t5", lambda w: finetune(w, peft="lora"),
+                              "--peft lora adapts an existing model: pass --model_name_or_path"),
+    "lora_with_zero3": ("fine_tune_t5", lambda w: finetune(
+        w, peft="lora", model_name_or_path="google-t5/t5-small", deepspeed=str(REPO / "zero_stage3_config.json")),
+        "--peft lora with DeepSpeed ZeRO-3 is not supported here"),
     # data files
     "missing_data_file": ("pre_train_t5", lambda w: pretrain(w, train_files=[str(w / "none.txt")]),
                           "--train_files: file {work}/none.txt not found"),

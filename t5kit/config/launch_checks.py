@@ -118,6 +118,18 @@ def check_accelerate_env(args):
                              f"{os.environ[env]} but {flag} is {value}; remove it from the accelerate config")
 
 
+def deepspeed_zero_stage(args):
+    """The ZeRO stage this run will use (from --deepspeed, accelerate's deepspeed_config_file or its
+    ACCELERATE_DEEPSPEED_ZERO_STAGE), or None without DeepSpeed."""
+    if args.deepspeed:
+        return check_zero_stage(load_deepspeed_config(args.deepspeed), "--deepspeed")
+    accelerate_file = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+    if accelerate_file and accelerate_file != "none":
+        return check_zero_stage(load_deepspeed_config(accelerate_file), accelerate_file)
+    stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
+    return int(stage) if stage and stage.isdigit() else None
+
+
 def check_launch_configs(args):
     """All launcher checks; T5TrainingArguments runs them before transformers reads the DeepSpeed config."""
     check_accelerate_env(args)
