@@ -185,6 +185,38 @@ def save_tiny_t5(folder):
     return str(folder)
 
 
+# Tiny random configs of each T5-family architecture (config class, extra arguments): Flan-T5 is T5 v1.1's
+# architecture; LongT5 in both encoder attentions, with windows far shorter than the test inputs.
+T5_FAMILY = {
+    "flan_t5": ("T5Config", {}),
+    "mt5": ("MT5Config", {}),
+    "umt5": ("UMT5Config", {}),
+    "longt5_local": ("LongT5Config", {"encoder_attention_type": "local", "local_radius": 4}),
+    "longt5_tglobal": ("LongT5Config", {"encoder_attention_type": "transient-global", "local_radius": 4,
+                                        "global_block_size": 4}),
+}
+
+
+def save_tiny_family_model(folder, family, tokenizer_path):
+    """A random 2-layer model of a T5_FAMILY architecture, untied as the released v1.1/mT5/UMT5/LongT5 checkpoints
+    are, with the tokenizer at tokenizer_path, saved in `folder`; returns the folder."""
+    import transformers
+
+    from t5kit.model import building
+
+    tokenizer = building.load_tokenizer(str(tokenizer_path))
+    config_class, extra = T5_FAMILY[family]
+    config = getattr(transformers, config_class)(
+        d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2, feed_forward_proj="gated-gelu", dropout_rate=0.0,
+        vocab_size=building.padded_vocab_size(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id, **extra)
+    config.tie_word_embeddings = False  # transformers 5.x's T5-family configs read it back as True
+    torch.manual_seed(0)
+    building.new_t5_model(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def pre_train(argv):
     """pre_train_t5.py's main(argv): metrics."""
     return entry_main("pre_train_t5")(argv)

@@ -7,8 +7,7 @@ import torch
 import transformers
 from packaging.version import Version
 from safetensors import SafetensorError
-from transformers import AutoConfig, AutoTokenizer, T5Config, T5ForConditionalGeneration, T5TokenizerFast
-from transformers.models.t5.modeling_t5 import T5Attention
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, T5Config, T5TokenizerFast
 
 import constants
 from t5kit.errors import UsageError
@@ -17,7 +16,9 @@ from t5kit.model import t5_flex_attention  # registers --attn_implementation t5_
 logger = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
 FUSED_T5_ATTENTION_SINCE = "5.20"  # the first transformers whose T5 gives SDPA a contiguous position-bias mask
-T5_MODEL_TYPES = ("t5", "mt5")  # what T5ForConditionalGeneration loads
+# The T5 family, loaded through AutoModelForSeq2SeqLM: T5 1.0/1.1 and Flan-T5 ("t5"), mT5, UMT5 (a relative position
+# bias in every layer), LongT5 (local or transient-global encoder attention).
+T5_MODEL_TYPES = ("t5", "mt5", "umt5", "longt5")
 RANDOM_INIT_DROPOUT_RATE = 0.0  # T5 v1.1 pre-training turned dropout off (released_checkpoints.md)
 
 
@@ -85,11 +86,12 @@ def build_t5_config(model_size, tokenizer, dropout_rate=0.0):
 
 
 def new_t5_model(config):
-    """A randomly initialised T5ForConditionalGeneration. With `config.tie_word_embeddings` False (T5 v1.1: "no
-    parameter sharing between embedding and classifier layer") lm_head is its own parameter, initialised by
-    transformers' rule for an untied T5 head (T5PreTrainedModel._init_weights: normal, std = initializer_factor);
-    the encoder and decoder still read the one shared input embedding, as in T5 v1.1."""
-    model = T5ForConditionalGeneration(config)
+    """A randomly initialised model of the T5 family (T5ForConditionalGeneration for a T5Config). With
+    `config.tie_word_embeddings` False (T5 v1.1: "no parameter sharing between embedding and classifier layer")
+    lm_head is its own parameter, initialised by transformers' rule for an untied T5 head
+    (T5PreTrainedModel._init_weights: normal, std = initializer_factor); the encoder and decoder still read the one
+    shared input embedding, as in T5 v1.1."""
+    model = AutoModelForSeq2SeqLM.from_config(config)  # T5ForConditionalGeneration for a T5Config
     if not config.tie_word_embeddings:
         # Untied, transformers ties nothing: the encoder and decoder would each get an embedding of their own.
         model.set_input_embeddings(model.get_input_embeddings())
@@ -117,7 +119,7 @@ def load_model_config(name_or_path, cache_dir=None, trust_remote_code=False):
 
 class _ExpectedUntiedHeadWarning(logging.Filter):
     """Drops transformers' warning that lm_head and the embedding differ although the config ties them: T5Config
-    always reads back as tied (see t5_config), so every untied T5 checkpoint (T5 v1.1 ones) raises it."""
+    always reads back as tied (see t5_config), so every untied T5 checkpoint (T5 v1.1, Flan-T5) raises it."""
 
     def filter(self, record):
         message = record.getMessage()
@@ -125,16 +127,16 @@ class _ExpectedUntiedHeadWarning(logging.Filter):
 
 
 def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False, **config_overrides):
-    """Loads an existing T5 model (load_model_config refuses other architectures). A checkpoint with its own
-    lm_head (T5 v1.1, or a model this toolkit built from a v1.1 preset) loads untied, and its config says so, so
-    that resize_token_embeddings and saving keep it untied. config_overrides: T5Config values to replace
-    (dropout_rate)."""
-    load_model_config(name_or_path, cache_dir, trust_remote_code)
+    """Loads an existing model of the T5 family with the Auto class (load_model_config refuses other
+    architectures). A checkpoint with its own lm_head (T5 v1.1, Flan-T5, mT5, UMT5, or a model this toolkit built
+    from a v1.1 preset) loads untied, and its config says so, so that resize_token_embeddings and saving keep it
+    untied. config_overrides: config values to replace (dropout_rate)."""
+    config = load_model_config(name_or_path, cache_dir, trust_remote_code)
     quiet = _ExpectedUntiedHeadWarning()
     transformers_logger = logging.getLogger("transformers.modeling_utils")
     transformers_logger.addFilter(quiet)
     try:
-        model = T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir, **config_overrides)
+        model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, cache_dir=cache_dir, **config_overrides)
     except (OSError, ValueError, SafetensorError) as err:  # no weights file, or an unreadable one
         raise UsageError(f"cannot load the weights of {name_or_path!r} (--model_name_or_path): "
                          f"{str(err).splitlines()[0]}") from None
@@ -143,7 +145,29 @@ def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False, **
     if has_untied_output_layer(model):
         model.config.tie_word_embeddings = False
         logger.info("%s has its own output layer (lm_head not tied to the embedding, as in T5 v1.1)", name_or_path)
+    logger.info("%s: %s (%s)", name_or_path, type(model).__name__, describe_family(config))
     return model
+
+
+def describe_family(config):
+    """'t5 v1.1 (gated-gelu, untied)', 'longt5 transient-global attention', ...: what a log line says was loaded."""
+    if config.model_type == "longt5":
+        return f"longt5 {config.encoder_attention_type} encoder attention"
+    untied = not getattr(config, "tie_word_embeddings", True) or config.model_type != "t5"
+    return f"{config.model_type}, {config.feed_forward_proj} feed-forward, {'untied' if untied else 'tied'} lm_head"
+
+
+def choose_attn_implementation(model, requested):
+    """--attn_implementation for the loaded class: LongT5 has no SDPA kernels in transformers and runs eager
+    (said in the log); t5_flex is registered for T5's own attention only."""
+    if requested == t5_flex_attention.NAME and model.config.model_type != "t5":
+        raise UsageError(f"--attn_implementation {requested} applies to t5 models, not {model.config.model_type}; "
+                         "use sdpa or eager")
+    if requested == "sdpa" and not getattr(model, "_supports_sdpa", False):
+        logger.info("%s has no SDPA attention in transformers %s: it runs eager attention", type(model).__name__,
+                    transformers.__version__)
+        return "eager"
+    return requested
 
 
 def build_model(model_args, tokenizer, use_cpu=False):
@@ -167,7 +191,7 @@ def build_model(model_args, tokenizer, use_cpu=False):
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
     cast_position_bias_under_autocast(model)
-    model.set_attn_implementation(model_args.attn_implementation)
+    model.set_attn_implementation(choose_attn_implementation(model, model_args.attn_implementation))
     warn_if_t5_attention_runs_unfused(transformers.__version__)
     return model
 
@@ -187,8 +211,10 @@ def cast_position_bias_under_autocast(model):
     kernels ("invalid dtype for bias") and runs the unfused math path. Casting the bias to the autocast dtype gives
     SDPA one dtype; without autocast (fp32 training) the hook returns the bias unchanged."""
     for module in model.modules():
-        if isinstance(module, T5Attention) and module.has_relative_attention_bias:
-            module.relative_attention_bias.register_forward_hook(_bias_to_autocast_dtype)
+        if getattr(module, "has_relative_attention_bias", False):  # the T5 family's attention classes
+            for bias in ("relative_attention_bias", "global_relative_attention_bias"):  # the second: LongT5 TGlobal
+                if isinstance(getattr(module, bias, None), torch.nn.Embedding):
+                    getattr(module, bias).register_forward_hook(_bias_to_autocast_dtype)
 
 
 def _bias_to_autocast_dtype(module, inputs, bias):

@@ -7,9 +7,9 @@ from t5kit.errors import UsageError
 from t5kit.outputs.run_folder import ADAPTER_CONFIG_FILE, METRICS_FILE, check_output_dir
 from t5kit.train import checkpoint_manifest
 
-# What a checkpoint's weights must agree on with the model built now (T5Config names).
-ARCHITECTURE_KEYS = ("d_model", "d_ff", "d_kv", "num_heads", "num_layers", "num_decoder_layers", "vocab_size",
-                     "feed_forward_proj", "tie_word_embeddings")
+# What a checkpoint's weights must agree on with the model built now (T5-family config names).
+ARCHITECTURE_KEYS = ("model_type", "d_model", "d_ff", "d_kv", "num_heads", "num_layers", "num_decoder_layers",
+                     "vocab_size", "feed_forward_proj", "tie_word_embeddings", "encoder_attention_type")
 
 
 def prepare_output_dir(training_args):
