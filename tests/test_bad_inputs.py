@@ -4,8 +4,10 @@ in-process through cli.run_cli, the same path their `__main__` takes."""
 import contextlib
 import io
 import json
+import os
 import re
 from pathlib import Path
+from unittest import mock
 
 from absl.testing import absltest, parameterized
 
@@ -32,7 +34,7 @@ BERT_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 32, "num_hidden_l
 T5_CONFIG = json.dumps({"model_type": "t5", "is_encoder_decoder": True, "d_model": 32, "d_ff": 64, "d_kv": 8,
                         "num_layers": 1, "num_heads": 2, "vocab_size": 32128})
 
-# name -> (entry, argv builder given the work folder, expected message fragment)
+# name -> (entry, argv builder given the work folder, expected message fragment[, environment of the run])
 CASES = {
     # config files
     "yaml_not_a_mapping": ("pre_train_t5", lambda w: [write(w / "c.yaml", "- a\n- b\n")],
@@ -130,6 +132,10 @@ CASES = {
         test_file=write(w / "test.jsonl", '{"premise": "A man eats.", "hypothesis": "Nobody eats."}\n')),
         "test.jsonl line 1 has no idx (or index), which the super_glue server matches predictions by"),
     # launch configs
+    "fsdp_on_cpu": ("pre_train_t5", lambda w: pretrain(w), "the FSDP config needs GPUs: on CPU processes",
+                    {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}),
+    "fsdp_set_twice": ("pre_train_t5", lambda w: pretrain(w, fsdp="full_shard"), "FSDP is set twice",
+                       {"ACCELERATE_USE_FSDP": "true"}),
     "deepspeed_not_json": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "{stage")),
                            "is not valid JSON"),
     "deepspeed_mismatch": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(
@@ -190,12 +196,13 @@ CASES = {
 class BadInputTest(parameterized.TestCase):
 
     @parameterized.named_parameters(*[(name, *case) for name, case in CASES.items()])
-    def test_one_error_line_exit_2_nothing_touched(self, entry, build_argv, message):
+    def test_one_error_line_exit_2_nothing_touched(self, entry, build_argv, message, env=None):
         work = Path(self.create_tempdir().full_path)
         argv = build_argv(work)
         before = snapshot(work)
         stderr = io.StringIO()
-        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit_info:
+        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit_info, \
+                mock.patch.dict(os.environ, env or {}):
             cli.run_cli(lambda: entry_main(entry)(argv))
         self.assertEqual(exit_info.exception.code, 2)
         error_lines = [line for line in stderr.getvalue().splitlines() if line.startswith("error:")]
@@ -211,7 +218,7 @@ class CatalogueTest(absltest.TestCase):
         rows = {match.group(1): match.group(0) for match in
                 re.finditer(r"^\| `(\w+)` \|.*\|$", (REPO / "docs" / "errors.md").read_text(), flags=re.M)}
         self.assertEqual(sorted(rows), sorted(CASES))
-        for name, (entry, _, fragment) in CASES.items():
+        for name, (entry, _, fragment, *_) in CASES.items():
             self.assertIn(f"| {entry}.py |", rows[name])
             self.assertIn(f"`{fragment.format(work='<work>')}`", rows[name], name)
 

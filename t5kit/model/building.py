@@ -91,10 +91,16 @@ def new_t5_model(config):
     lm_head is its own parameter, initialised by transformers' rule for an untied T5 head
     (T5PreTrainedModel._init_weights: normal, std = initializer_factor); the encoder and decoder still read the one
     shared input embedding, as in T5 v1.1."""
-    model = AutoModelForSeq2SeqLM.from_config(config)  # T5ForConditionalGeneration for a T5Config
-    if not config.tie_word_embeddings:
-        # Untied, transformers ties nothing: the encoder and decoder would each get an embedding of their own.
-        model.set_input_embeddings(model.get_input_embeddings())
+    return share_input_embedding(AutoModelForSeq2SeqLM.from_config(config))  # T5ForConditionalGeneration for T5
+
+
+def share_input_embedding(model):
+    """The encoder and decoder read the model's one input embedding module (`shared`), not modules of their own
+    that hold its weight. Untied, transformers ties nothing, so each stack would get an embedding of its own; tied,
+    the stacks hold their own modules around the shared weight, which FSDP2 refuses (accelerate's
+    fsdp2_prepare_model shards the input embedding as one unit, and fully_shard rejects a parameter that another
+    module of another unit also holds)."""
+    model.set_input_embeddings(model.get_input_embeddings())
     return model
 
 
@@ -142,6 +148,7 @@ def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False, **
                          f"{str(err).splitlines()[0]}") from None
     finally:
         transformers_logger.removeFilter(quiet)
+    share_input_embedding(model)
     if has_untied_output_layer(model):
         model.config.tie_word_embeddings = False
         logger.info("%s has its own output layer (lm_head not tied to the embedding, as in T5 v1.1)", name_or_path)
