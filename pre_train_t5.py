@@ -55,7 +55,7 @@ def main(argv=None):
     run_logging.log_run_summary(record, derived)
 
     # 6. Data: documents -> token ids -> windows of exactly tokens_length.
-    train_dataset, eval_dataset = corpus.build_pretraining_datasets(
+    train_dataset, eval_dataset, corpus_counts = corpus.build_pretraining_datasets(
         data_args, tokenizer, tokens_length, training_args, model_args.cache_dir, model_args.trust_remote_code)
 
     # 7. Collator: masks keyed by (seed, epoch, window), so every process count, GA and resume point agree.
