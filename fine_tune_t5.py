@@ -22,7 +22,7 @@ from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building
 from t5kit.optim import param_groups
-from t5kit.outputs import run_folder, run_logging, run_record
+from t5kit.outputs import run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_glue_submission, write_predictions
@@ -79,17 +79,19 @@ def main(argv=None):
     collator = TaskCollator(tokenizer, model=model,
                             pad_to_multiple_of=MIXED_PRECISION_PAD_MULTIPLE if mixed_precision else None)
 
-    # 8. Trainer. The run record is saved only now, once every input has been checked, so a refused run leaves
-    # the output folder as it was.
+    # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
+    # run leaves the output folder as it was.
     record = {**record, run_record.DERIVED_KEY: derived}
     if training_args.should_save:
         run_record.write_run_record(training_args.output_dir, record)
+    run_log.open_run_log(training_args, checkpoint)
     trainer = TaskTrainer(
         model=model, args=training_args, train_dataset=train_dataset, eval_splits=splits["eval"],
         data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
         optimizers=(optimizer, None),
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
-                   callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback()])
+                   callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
+                   callbacks.RunLogCallback()])
 
     # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes).
     results = {}
@@ -103,6 +105,7 @@ def main(argv=None):
     trainer.log_metrics("all", results)
     if trainer.is_world_process_zero():
         write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates)
+    run_log.close_run_log()
     return results
 
 
@@ -131,7 +134,7 @@ def write_run_outputs(trainer, data_args, splits, evaluation, prediction, result
     if trainer.args.do_train:
         plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", best_metric)
         trainer.save_state()
-    logger.info("wrote %s: config.yaml, metrics.json%s, %s", out, ", loss_curve.png, model" *
+    logger.info("wrote %s: config.yaml, metrics.json, out.log%s, %s", out, ", loss_curve.png, model" *
                 trainer.args.do_train, ", ".join(str(path) for path in written if path))
 
 

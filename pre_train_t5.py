@@ -16,7 +16,7 @@ from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus
 from t5kit.model import building
 from t5kit.optim import param_groups
-from t5kit.outputs import run_folder, run_logging, run_record
+from t5kit.outputs import run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.train import callbacks, resume, seams, stream_resume
@@ -66,11 +66,12 @@ def main(argv=None):
     # Stream windows carry their id and epoch, for exact resume.
     collator = stream_resume.StreamPositionCollator(span_collator) if data_args.streaming else span_collator
 
-    # 8. Trainer. The run record is saved only now, once every input has been checked, so a refused run leaves
-    # the output folder as it was.
+    # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
+    # run leaves the output folder as it was.
     record = {**record, run_record.DERIVED_KEY: derived}
     if training_args.should_save:
         run_record.write_run_record(training_args.output_dir, record)
+    run_log.open_run_log(training_args, checkpoint)
     trainer = PretrainTrainer(
         model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
         data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
@@ -78,7 +79,7 @@ def main(argv=None):
         optimizers=(optimizer, None),
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
-                   callbacks.CollatorEpochCallback(span_collator)])
+                   callbacks.CollatorEpochCallback(span_collator), callbacks.RunLogCallback()])
 
     # 9. Train, evaluate, write outputs (rank 0 only writes).
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -87,6 +88,7 @@ def main(argv=None):
     trainer.log_metrics("all", metrics)
     if trainer.is_world_process_zero():
         write_run_outputs(trainer, metrics)
+    run_log.close_run_log()
     return metrics
 
 
@@ -96,7 +98,7 @@ def write_run_outputs(trainer, metrics):
     write_json(f"{out}/{run_folder.METRICS_FILE}", {**metrics, "log_history": trainer.state.log_history})
     plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", EVAL_METRIC)
     trainer.save_state()
-    logger.info("wrote %s: model, config.yaml, metrics.json, loss_curve.png", out)
+    logger.info("wrote %s: model, config.yaml, metrics.json, loss_curve.png, out.log", out)
 
 
 if __name__ == "__main__":
