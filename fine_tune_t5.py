@@ -22,7 +22,7 @@ from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building
 from t5kit.optim import param_groups
-from t5kit.outputs import run_folder, run_log, run_logging, run_record
+from t5kit.outputs import model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_glue_submission, write_predictions
@@ -36,8 +36,8 @@ MIXED_PRECISION_PAD_MULTIPLE = 8  # tensor cores want dimensions in multiples of
 def main(argv=None):
     # 1. Flags, the tasks and the splits they need, and the metric that picks the best model: all settled before
     # any model or data is loaded. The run record is taken then, and no flag changes after it.
-    model_args, data_args, training_args = flags = parsing.parse_flags(
-        FINETUNE_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    model_args, data_args, training_args = flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
     tasks = task_data.resolve_tasks(data_args)
     plans = task_data.plan_splits(tasks, data_args, training_args)
     best_metric = task_setup.choose_best_model_metric(training_args, plans)
@@ -104,13 +104,19 @@ def main(argv=None):
     results.update(evaluation["metrics"], **prediction["metrics"])
     trainer.log_metrics("all", results)
     if trainer.is_world_process_zero():
-        write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates)
+        summary = write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric,
+                                    mixing_rates)
+        if training_args.do_train:  # an evaluate-only run saves no model to describe
+            run = model_card.RunFacts("fine_tune_t5.py", argv, record)
+            model_card.write_model_card(training_args.output_dir, model_card.finetuning_card(
+                run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"]))
     run_log.close_run_log()
     return results
 
 
 def write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates):
-    """Predictions files, GLUE submissions, metrics.json and loss_curve.png next to the saved model."""
+    """Predictions files, GLUE submissions, metrics.json and loss_curve.png next to the saved model; returns what
+    metrics.json holds."""
     out = trainer.args.output_dir
     written = []
     for role, outcome in (("eval", evaluation), ("predict", prediction)):
@@ -134,8 +140,9 @@ def write_run_outputs(trainer, data_args, splits, evaluation, prediction, result
     if trainer.args.do_train:
         plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", best_metric)
         trainer.save_state()
-    logger.info("wrote %s: config.yaml, metrics.json, out.log%s, %s", out, ", loss_curve.png, model" *
-                trainer.args.do_train, ", ".join(str(path) for path in written if path))
+    logger.info("wrote %s: config.yaml, metrics.json, out.log%s, %s", out, ", loss_curve.png, model, README.md "
+                "(model card)" * trainer.args.do_train, ", ".join(str(path) for path in written if path))
+    return summary
 
 
 if __name__ == "__main__":

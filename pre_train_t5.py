@@ -16,7 +16,7 @@ from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus
 from t5kit.model import building
 from t5kit.optim import param_groups
-from t5kit.outputs import run_folder, run_log, run_logging, run_record
+from t5kit.outputs import model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.train import callbacks, resume, seams, stream_resume
@@ -28,8 +28,8 @@ logger = logging.getLogger(__name__)
 def main(argv=None):
     # 1. Flags: YAML configs, then command-line overrides, validated before anything is loaded; the run record is
     # taken from the validated dataclasses, and no flag changes after it.
-    model_args, data_args, span_args, training_args = flags = parsing.parse_flags(
-        PRETRAIN_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    model_args, data_args, span_args, training_args = flags = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, argv)
     record = run_record.flag_values(flags)
     # The span shapes, computed once: the corpus is cut into windows of tokens_length, the collator corrupts them.
     tokens_length, target_length = compute_input_and_target_lengths(
@@ -87,18 +87,24 @@ def main(argv=None):
     metrics = {**train_result.metrics, **trainer.evaluate()}
     trainer.log_metrics("all", metrics)
     if trainer.is_world_process_zero():
-        write_run_outputs(trainer, metrics)
+        run = model_card.RunFacts("pre_train_t5.py", argv, record)
+        write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer)
     run_log.close_run_log()
     return metrics
 
 
-def write_run_outputs(trainer, metrics):
-    """metrics.json, loss_curve.png and trainer state next to the saved model."""
-    out = trainer.args.output_dir
-    write_json(f"{out}/{run_folder.METRICS_FILE}", {**metrics, "log_history": trainer.state.log_history})
+def write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer):
+    """metrics.json (with the data seen), loss_curve.png, trainer state and the model card next to the saved
+    model."""
+    out, derived = trainer.args.output_dir, run.record[run_record.DERIVED_KEY]
+    windows_seen = trainer.state.global_step * derived["global_batch_size"]
+    data = {**corpus_counts, "windows_seen": windows_seen, "tokens_seen": windows_seen * derived["tokens_length"]}
+    summary = {**metrics, "data": data, "log_history": trainer.state.log_history}
+    write_json(f"{out}/{run_folder.METRICS_FILE}", summary)
     plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", EVAL_METRIC)
     trainer.save_state()
-    logger.info("wrote %s: model, config.yaml, metrics.json, loss_curve.png, out.log", out)
+    model_card.write_model_card(out, model_card.pretraining_card(run, summary, trainer.model, tokenizer, trainer))
+    logger.info("wrote %s: model, config.yaml, metrics.json, loss_curve.png, README.md (model card), out.log", out)
 
 
 if __name__ == "__main__":
