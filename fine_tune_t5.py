@@ -22,7 +22,7 @@ from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building
 from t5kit.optim import param_groups
-from t5kit.outputs import model_card, run_folder, run_log, run_logging, run_record
+from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_glue_submission, write_predictions
@@ -47,6 +47,7 @@ def main(argv=None):
     # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
     run_logging.setup_logging(training_args)
     seams.warn_on_untested_versions()
+    hub_upload.warn_if_no_token(training_args)
     task_setup.check_label_scoring(data_args, tasks)
     if best_metric and training_args.metric_for_best_model_from_task:
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
@@ -85,15 +86,17 @@ def main(argv=None):
     if training_args.should_save:
         run_record.write_run_record(training_args.output_dir, record)
     run_log.open_run_log(training_args, checkpoint)
+    # HF's own push stays off: ours runs once, after the local save (outputs/hub_upload.py says why).
     trainer = TaskTrainer(
-        model=model, args=training_args, train_dataset=train_dataset, eval_splits=splits["eval"],
-        data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
-        optimizers=(optimizer, None),
+        model=model, args=hub_upload.trainer_arguments(training_args), train_dataset=train_dataset,
+        eval_splits=splits["eval"], data_collator=collator, processing_class=tokenizer,
+        label_scoring=data_args.label_scoring, optimizers=(optimizer, None),
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
                    callbacks.RunLogCallback()])
 
-    # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes).
+    # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes), then push
+    # them if asked: a failed push is one error line with everything already saved.
     results = {}
     if training_args.do_train:
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -106,10 +109,13 @@ def main(argv=None):
     if trainer.is_world_process_zero():
         summary = write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric,
                                     mixing_rates)
-        if training_args.do_train:  # an evaluate-only run saves no model to describe
+        if training_args.do_train:  # an evaluate-only run saves no model to describe or push
             run = model_card.RunFacts("fine_tune_t5.py", argv, record)
             model_card.write_model_card(training_args.output_dir, model_card.finetuning_card(
                 run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"]))
+        if training_args.push_to_hub:
+            hub_upload.push_run_folder(training_args, f"End of training (fine_tune_t5.py, step "
+                                                      f"{trainer.state.global_step})")
     run_log.close_run_log()
     return results
 

@@ -16,7 +16,7 @@ from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus
 from t5kit.model import building
 from t5kit.optim import param_groups
-from t5kit.outputs import model_card, run_folder, run_log, run_logging, run_record
+from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.train import callbacks, resume, seams, stream_resume
@@ -38,6 +38,7 @@ def main(argv=None):
     # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
     run_logging.setup_logging(training_args)
     seams.warn_on_untested_versions()
+    hub_upload.warn_if_no_token(training_args)
 
     # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time.
     checkpoint = resume.prepare_output_dir(training_args)
@@ -72,16 +73,18 @@ def main(argv=None):
     if training_args.should_save:
         run_record.write_run_record(training_args.output_dir, record)
     run_log.open_run_log(training_args, checkpoint)
+    # HF's own push stays off: ours runs once, after the local save (outputs/hub_upload.py says why).
     trainer = PretrainTrainer(
-        model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
-        data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
+        model=model, args=hub_upload.trainer_arguments(training_args), train_dataset=train_dataset,
+        eval_dataset=eval_dataset, data_collator=collator, processing_class=tokenizer, compute_metrics=token_accuracy,
         preprocess_logits_for_metrics=predicted_token_ids,
         optimizers=(optimizer, None),
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
                    callbacks.CollatorEpochCallback(span_collator), callbacks.RunLogCallback()])
 
-    # 9. Train, evaluate, write outputs (rank 0 only writes).
+    # 9. Train, evaluate, write outputs (rank 0 only writes), then push them if asked: a failed push is one error
+    # line with everything already saved.
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model()
     metrics = {**train_result.metrics, **trainer.evaluate()}
@@ -89,6 +92,9 @@ def main(argv=None):
     if trainer.is_world_process_zero():
         run = model_card.RunFacts("pre_train_t5.py", argv, record)
         write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer)
+        if training_args.push_to_hub:
+            hub_upload.push_run_folder(training_args, f"End of training (pre_train_t5.py, step "
+                                                      f"{trainer.state.global_step})")
     run_log.close_run_log()
     return metrics
 
