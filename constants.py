@@ -92,6 +92,8 @@ _ACCURACY = dict(metric_names=("accuracy",), metric_to_optimize="accuracy")
 _F1_ACCURACY = dict(metric_names=("f1", "accuracy"), metric_to_optimize=COMBINED_SCORE)
 _COLA_FILE_COLUMNS = ("source", "label", "label_notes", "sentence")  # CoLA README; train/dev have no header.
 
+NO_TASK = "none"  # predict_t5.py's --task none: no registry task, the inputs as they are
+
 DATASET_VALS = {
     "glue": {
         "cola": dict(

@@ -1,4 +1,5 @@
-"""Predictions files: one per task split (input, target, prediction, correct), and GLUE leaderboard submissions.
+"""Predictions files: one per task split (input, target, prediction, correct), GLUE leaderboard submissions, and
+predict_t5.py's output file.
 
 GLUE submission files (gluebenchmark.com/faq, and the GLUE baselines' `write_preds`) are named by task
 ("SST-2.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "STS-B.tsv") with the columns `index` and `prediction`: label strings for
@@ -76,4 +77,21 @@ def write_glue_submission(output_dir, split, predictions):
     with atomic_write(path) as handle:
         handle.write("index\tprediction\n")
         handle.writelines(f"{index}\t{value}\n" for index, (value, _) in zip(split.indices, values))
+    return path
+
+
+def write_predict_file(path, rows, columns):
+    """predict_t5.py's output: one row per example in input order, as .jsonl (one object a line) or .tsv (a header,
+    csv-quoted where a field holds a tab, quote or newline); written atomically, so an interrupted run leaves no
+    half file."""
+    path = Path(path)
+    with atomic_write(path) as handle:
+        if path.suffix.lower() == ".jsonl":
+            handle.writelines(json.dumps({column: row[column] for column in columns}, ensure_ascii=False) + "\n"
+                              for row in rows)
+        else:
+            writer = csv.DictWriter(handle, fieldnames=columns, delimiter="\t", lineterminator="\n",
+                                    extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
     return path
