@@ -7,8 +7,9 @@
     python fine_tune_t5.py configs/glue/base.yaml --tasks glue/sst2,glue/rte,glue/cola --data_dir ../shared/data/glue \\
         --model_name_or_path runs/quickstart --output_dir runs/glue_mix                    # multi-task
 
-Outputs (rank 0): config.yaml, metrics.json (per-task metrics, their average, data counts), a predictions file per
-split, glue_submission/<Task>.tsv for GLUE test splits (--do_predict), loss_curve.png and the best model.
+Outputs (rank 0): config.yaml, out.log, metrics.json (per-task metrics, their average, data counts), a predictions file
+per split, glue_submission/<Task>.tsv for GLUE test splits (--do_predict), loss_curve.png, the best model and its
+model card (README.md); with --push_to_hub, the model, card and record uploaded to --hub_model_id.
 """
 import logging
 import sys
