@@ -84,7 +84,7 @@ class DataTest(parameterized.TestCase):
         args = PretrainDataArguments(train_files=[self.write_text(docs * 40)], streaming=streaming,
                                      validation_files=[self.write_text(docs * 40, "v.txt")],
                                      document_separator=separator)
-        train, _ = corpus.build_pretraining_datasets(args, self.tokenizer, 32, self.training_args,
+        train, _, _ = corpus.build_pretraining_datasets(args, self.tokenizer, 32, self.training_args,
                                                      str(self.dir / "cache"))
         words = [self.tokenizer(doc, add_special_tokens=False)["input_ids"] for doc in docs]
         # eos: each document ends with EOS (HF's run_t5_mlm_flax.py); none: joined directly (T5's C4 task).

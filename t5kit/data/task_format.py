@@ -40,10 +40,10 @@ def get_task_vals(benchmark: str, task: str, registry: Mapping = DATASET_VALS) -
     """A copy of registry[benchmark][task] plus its "name" ("glue/sst2"); unknown names raise UsageError naming the
     one closest name (the choices follow: "superglue" is super_glue, and offering glue too would only blur that)."""
     if benchmark not in registry:
-        raise UsageError(f"unknown --benchmark '{benchmark}'{did_you_mean(benchmark, registry, n=1)}")
+        raise UsageError(f"unknown --benchmark '{benchmark}'{did_you_mean(benchmark, registry)}")
     if task not in registry[benchmark]:
         raise UsageError(f"unknown task '{task}' for --benchmark {benchmark}"
-                         f"{did_you_mean(task, registry[benchmark], n=1)}")
+                         f"{did_you_mean(task, registry[benchmark])}")
     return dict(copy.deepcopy(registry[benchmark][task]), name=f"{benchmark}/{task}")
 
 
