@@ -35,3 +35,4 @@ bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/attention_bias.py
 	$(OFFLINE) $(PY) bench/adafactor_step.py
 	$(OFFLINE) $(PY) bench/lora.py
+	$(OFFLINE) $(PY) bench/predict.py

@@ -150,6 +150,8 @@ _DIAGNOSTIC = dict(task_type="classification", prefix="rte", text_column_name=["
                    test_splits=("test",), file_format="jsonl", tsv_columns={},
                    file_label_map={"entailment": 0, "not_entailment": 1})
 
+NO_TASK = "none"  # predict_t5.py's --task none: no registry task, the inputs as they are
+
 DATASET_VALS = {
     "glue": {
         "cola": dict(

@@ -9,9 +9,10 @@
     python fine_tune_t5.py configs/finetune_rte_quickstart.yaml --peft lora --lora_r 8 --lora_target_modules q,v \\
         --merge_adapters true --output_dir runs/rte_lora                                  # LoRA adapters
 
-Outputs (rank 0): config.yaml, metrics.json (per-task metrics, their average, data counts), a predictions file per
-split, the leaderboard files of GLUE and SuperGLUE test splits (--do_predict: glue_submission/<Task>.tsv,
-superglue_submission/<Task>.jsonl), loss_curve.png and the best model.
+Outputs (rank 0): config.yaml, out.log, metrics.json (per-task metrics, their average, data counts), a predictions file
+per split, the leaderboard files of GLUE and SuperGLUE test splits (--do_predict: glue_submission/<Task>.tsv,
+superglue_submission/<Task>.jsonl), loss_curve.png, the best model and its model card (README.md); with
+--push_to_hub, the model, card and record uploaded to --hub_model_id.
 """
 import logging
 import sys
@@ -25,7 +26,7 @@ from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora
 from t5kit.optim import param_groups
-from t5kit.outputs import run_folder, run_logging, run_record
+from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
@@ -39,8 +40,8 @@ MIXED_PRECISION_PAD_MULTIPLE = 8  # tensor cores want dimensions in multiples of
 def main(argv=None):
     # 1. Flags, the tasks and the splits they need, and the metric that picks the best model: all settled before
     # any model or data is loaded. The run record is taken then, and no flag changes after it.
-    model_args, data_args, training_args = flags = parsing.parse_flags(
-        FINETUNE_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    model_args, data_args, training_args = flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
     tasks = task_data.resolve_tasks(data_args)
     plans = task_data.plan_splits(tasks, data_args, training_args)
     task_setup.turn_off_evaluation_without_splits(training_args, plans)
@@ -52,6 +53,7 @@ def main(argv=None):
     # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
     run_logging.setup_logging(training_args)
     seams.warn_on_untested_versions()
+    hub_upload.warn_if_no_token(training_args)
     task_setup.check_label_scoring(data_args, tasks)
     if best_metric and training_args.metric_for_best_model_from_task:
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
@@ -90,19 +92,23 @@ def main(argv=None):
     collator = TaskCollator(tokenizer, model=model,
                             pad_to_multiple_of=MIXED_PRECISION_PAD_MULTIPLE if mixed_precision else None)
 
-    # 8. Trainer. The run record is saved only now, once every input has been checked, so a refused run leaves
-    # the output folder as it was.
+    # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
+    # run leaves the output folder as it was.
     record = {**record, run_record.DERIVED_KEY: derived}
     if training_args.should_save:
         run_record.write_run_record(training_args.output_dir, record)
+    run_log.open_run_log(training_args, checkpoint)
+    # HF's own push stays off: ours runs once, after the local save (outputs/hub_upload.py says why).
     trainer = TaskTrainer(
-        model=model, args=training_args, train_dataset=train_dataset, eval_splits=splits["eval"],
-        data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
-        optimizers=(optimizer, None),
+        model=model, args=hub_upload.trainer_arguments(training_args), train_dataset=train_dataset,
+        eval_splits=splits["eval"], data_collator=collator, processing_class=tokenizer,
+        label_scoring=data_args.label_scoring, optimizers=(optimizer, None),
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
-                   callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback()])
+                   callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
+                   callbacks.RunLogCallback()])
 
-    # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes).
+    # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes), then push
+    # them if asked: a failed push is one error line with everything already saved.
     results = {}
     if training_args.do_train:
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -113,14 +119,25 @@ def main(argv=None):
     results.update(evaluation["metrics"], **prediction["metrics"])
     trainer.log_metrics("all", results)
     if trainer.is_world_process_zero():
-        write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates)
-    if trainer.is_world_process_zero() and training_args.merge_adapters:  # last: merging changes the model
-        lora.save_merged_model(trainer.model, tokenizer, f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
+        summary = write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric,
+                                    mixing_rates)
+        if training_args.do_train:  # an evaluate-only run saves no model to describe or push
+            run = model_card.RunFacts("fine_tune_t5.py", argv, record)
+            model_card.write_model_card(training_args.output_dir, model_card.finetuning_card(
+                run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"]))
+        if training_args.merge_adapters:  # after the card and outputs: merging changes the model
+            lora.save_merged_model(trainer.model, tokenizer,
+                                   f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
+        if training_args.push_to_hub:
+            hub_upload.push_run_folder(training_args, f"End of training (fine_tune_t5.py, step "
+                                                      f"{trainer.state.global_step})")
+    run_log.close_run_log()
     return results
 
 
 def write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates):
-    """Predictions files, leaderboard files, metrics.json and loss_curve.png next to the saved model."""
+    """Predictions files, leaderboard files, metrics.json and loss_curve.png next to the saved model; returns what
+    metrics.json holds."""
     out = trainer.args.output_dir
     written = []
     for role, outcome in (("eval", evaluation), ("predict", prediction)):
@@ -144,8 +161,9 @@ def write_run_outputs(trainer, data_args, splits, evaluation, prediction, result
     if trainer.args.do_train:
         plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", best_metric)
         trainer.save_state()
-    logger.info("wrote %s: config.yaml, metrics.json%s, %s", out, ", loss_curve.png, model" *
-                trainer.args.do_train, ", ".join(str(path) for path in written if path))
+    logger.info("wrote %s: config.yaml, metrics.json, out.log%s, %s", out, ", loss_curve.png, model, README.md "
+                "(model card)" * trainer.args.do_train, ", ".join(str(path) for path in written if path))
+    return summary
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def stream_position(argv, window):
     tokens_length, _ = compute_input_and_target_lengths(span_args.input_length, span_args.noise_density,
                                                         span_args.mean_noise_span_length)
     tokenizer = load_tokenizer(str(require("t5_spiece")))
-    train, _ = corpus.build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args)
+    train, _, _ = corpus.build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args)
     for row in train:
         train.forget_before(row["window_index"])
         if row["window_index"] == window:

@@ -19,7 +19,7 @@ from absl.testing import parameterized
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
 REQUIRE_SHARED_DATA_ENV = "T5_REQUIRE_SHARED_DATA"
-ENTRY_SCRIPTS = ("pre_train_t5", "fine_tune_t5", "sweep", "train_tokenizer")
+ENTRY_SCRIPTS = ("pre_train_t5", "fine_tune_t5", "sweep", "train_tokenizer", "predict_t5")
 EVAL_ROWS = 12  # fine-tuning runs evaluate this many RTE dev rows
 TEST_ROWS = 6  # and predict this many test rows
 
@@ -225,6 +225,17 @@ def pre_train(argv):
 def fine_tune(argv):
     """fine_tune_t5.py's main(argv): results."""
     return entry_main("fine_tune_t5")(argv)
+
+
+def predict(argv):
+    """predict_t5.py's main(argv): the output rows."""
+    return entry_main("predict_t5")(argv)
+
+
+def predict_flags(model_dir, input_file, output_file, **overrides):
+    """argv of predict_t5.py on the CPU without a progress bar."""
+    return argv_from({"model_name_or_path": model_dir, "input_file": input_file, "output_file": output_file,
+                      "use_cpu": True, "disable_tqdm": True, **overrides})
 
 
 def run_sweep(argv):

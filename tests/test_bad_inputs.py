@@ -12,7 +12,7 @@ from unittest import mock
 from absl.testing import absltest, parameterized
 
 from t5kit import cli
-from tests.helpers import REPO, entry_main, require, save_tiny_t5, snapshot, tiny_flags, tiny_run_flags
+from tests.helpers import REPO, entry_main, predict_flags, require, save_tiny_t5, snapshot, tiny_flags, tiny_run_flags
 
 
 def write(path, text):
@@ -27,6 +27,13 @@ def pretrain(work, **overrides):
 
 def finetune(work, **overrides):
     return tiny_flags(str(work / "out"), **overrides)
+
+
+def predict(work, input_text="a line\n", input_name="in.txt", **overrides):
+    """predict_t5.py on an input file written into the work folder; the model folder need not exist for the
+    refusals that come before the model is loaded."""
+    return predict_flags(str(work / "model"), write(work / input_name, input_text), str(work / "out.jsonl"),
+                         **overrides)
 
 
 BERT_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1,
@@ -60,6 +67,8 @@ CASES = {
     "hub_token": ("fine_tune_t5", lambda w: finetune(w, hub_token="hf_x"), "--hub_token would be recorded"),
     "unknown_task": ("fine_tune_t5", lambda w: finetune(w, dataset_name="sst"),
                      "unknown task 'sst' for --benchmark glue; did you mean 'sst2'?"),
+    "predict_unknown_task": ("predict_t5", lambda w: predict(w, task="sst"),
+                             "--task 'sst' is no task of the registry; did you mean 'glue/sst2'?"),
     "param_group_regex": ("pre_train_t5", lambda w: pretrain(w, param_group_lr="nothing_matches=1e-3"),
                           "parameter 'shared.weight' matches no item"),
     "nan_policy": ("pre_train_t5", lambda w: pretrain(w, nan_policy="ignore"),
@@ -80,6 +89,8 @@ CASES = {
                               "--max_eval_samples=0 must be >= 1"),
     "tokenising_workers": ("pre_train_t5", lambda w: pretrain(w, preprocessing_num_workers=-1),
                            "--preprocessing_num_workers=-1 must be >= 1"),
+    "push_without_hub_model_id": ("pre_train_t5", lambda w: pretrain(w, push_to_hub=True),
+                                  "--push_to_hub true needs --hub_model_id NAME"),
     "generation_beams": ("fine_tune_t5", lambda w: finetune(w, generation_num_beams=0),
                          "--generation_num_beams=0 must be >= 1"),
     "eval_batch_size_zero": ("fine_tune_t5", lambda w: finetune(w, per_device_eval_batch_size=0),
@@ -131,6 +142,10 @@ CASES = {
         validation_file=str(w / "t.jsonl"),
         test_file=write(w / "test.jsonl", '{"premise": "A man eats.", "hypothesis": "Nobody eats."}\n')),
         "test.jsonl line 1 has no idx (or index), which the super_glue server matches predictions by"),
+    "predict_empty_input": ("predict_t5", lambda w: predict(w, input_text=""), "--input_file {work}/in.txt is empty"),
+    "predict_missing_column": ("predict_t5", lambda w: predict(
+        w, input_text='{"sentence_1": "a", "sentence2": "b"}\n', input_name="in.jsonl", task="rte"),
+        "has no column 'sentence1' (task glue/rte's column); did you mean 'sentence_1'"),
     # launch configs
     "fsdp_on_cpu": ("pre_train_t5", lambda w: pretrain(w), "the FSDP config needs GPUs: on CPU processes",
                     {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}),
@@ -154,12 +169,17 @@ CASES = {
         w, model_name_or_path=[write(w / "m/model.safetensors", "garbage" * 20),
                                str(Path(write(w / "m/config.json", T5_CONFIG)).parent)][1]),
         "cannot load the weights"),
+    "predict_model_without_tokenizer": ("predict_t5", lambda w: [write(w / "model/config.json", T5_CONFIG),
+                                                                 *predict(w, task="sst2")][1:],
+                                        "--model_name_or_path {work}/model holds no tokenizer"),
     "evaluate_a_random_model": ("fine_tune_t5", lambda w: finetune(w, do_train=False),
                                 "--do_train false evaluates an existing model"),
     "output_dir_under_a_file": ("pre_train_t5", lambda w: tiny_run_flags(
         str(Path(write(w / "notes.txt", "a file\n")) / "out"), str(require("gutenberg/austen-persuasion.txt"))),
         "notes.txt is a file; pass a folder path"),
     # checkpoints
+    "predict_output_exists": ("predict_t5", lambda w: [write(w / "out.jsonl", "{}\n"), *predict(w)][1:],
+                              "--output_file {work}/out.jsonl exists; pass --overwrite true to replace it"),
     "resume_missing_checkpoint": ("pre_train_t5", lambda w: pretrain(w, resume_from_checkpoint=str(w / "ckpt")),
                                   "ckpt is not a checkpoint folder; pass 'auto'"),
     # tokenizer

@@ -113,6 +113,7 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         if self.hub_token:
             raise UsageError("--hub_token would be recorded with the run (W&B stores the command line, Trainer "
                              "pickles its arguments); set the HF_TOKEN environment variable instead")
+        checks.check_push_to_hub(self)
         if isinstance(self.report_to, str) and "," in self.report_to:
             self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
         checks.check_report_to(self.report_to)

@@ -39,21 +39,22 @@ def check_t5_tokenizer(tokenizer, name):
     return [ids[0] for ids in encoded]
 
 
-def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False):
-    """Loads a fast tokenizer by hub name or folder and checks it has T5's special tokens."""
+def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False, flag="--tokenizer_name_or_path"):
+    """Loads a fast tokenizer by hub name or folder and checks it has T5's special tokens; `flag` is the one
+    messages name (predict_t5.py reads the tokenizer from --model_name_or_path by default)."""
     # A bare folder (spiece.model/tokenizer.json, no tokenizer_config.json) loads through AutoTokenizer
     # without T5's special tokens, so it is read as a T5 tokenizer explicitly.
     bare_folder = Path(name_or_path).is_dir() and not (Path(name_or_path) / "tokenizer_config.json").exists()
     if bare_folder and not any((Path(name_or_path) / name).is_file() for name in TOKENIZER_FILES):
         # T5TokenizerFast would build a vocabulary of only the special tokens from it: every word unknown.
-        raise UsageError(f"--tokenizer_name_or_path {name_or_path} holds no tokenizer (none of tokenizer_config.json, "
-                         f"{', '.join(TOKENIZER_FILES)}); pass a T5 tokenizer folder or build one with "
-                         "train_tokenizer.py")
+        raise UsageError(f"{flag} {name_or_path} holds no tokenizer (none of tokenizer_config.json, "
+                         f"{', '.join(TOKENIZER_FILES)}); pass a T5 tokenizer folder (--tokenizer_name_or_path) or "
+                         "build one with train_tokenizer.py")
     loader = T5TokenizerFast if bare_folder else AutoTokenizer
     try:
         tokenizer = loader.from_pretrained(name_or_path, cache_dir=cache_dir, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
-        raise UsageError(f"cannot load tokenizer {name_or_path!r} (--tokenizer_name_or_path): "
+        raise UsageError(f"cannot load tokenizer {name_or_path!r} ({flag}): "
                          f"{str(err).splitlines()[0]}; offline, pass a local folder") from None
     check_t5_tokenizer(tokenizer, name_or_path)
     return tokenizer
