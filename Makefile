@@ -34,3 +34,5 @@ bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/stream_prefetch.py
 	$(OFFLINE) $(PY) bench/attention_bias.py
 	$(OFFLINE) $(PY) bench/adafactor_step.py
+	$(OFFLINE) $(PY) bench/lora.py
+	$(OFFLINE) $(PY) bench/predict.py

@@ -15,6 +15,36 @@ MEAN_NOISE_SPAN_LENGTH = 3.0
 NUM_SENTINELS = 100  # <extra_id_0> .. <extra_id_99>, as in every released T5 vocabulary.
 INPUT_LENGTH = 512  # encoder length after corruption used to pre-train the released T5 models.
 
+# Pre-training objectives (--objective): T5's span corruption, UL2's mixture of denoisers, prefix-LM alone.
+OBJECTIVES = ("span_corruption", "ul2", "prefix_lm")
+# UL2 (Tay et al. 2022, "UL2: Unifying Language Learning Paradigms", sec. 3.1.2-3.1.3): R-denoisers (regular:
+# short spans, 15 % corruption), X-denoisers (extreme: long spans or 50 % corruption), the S-denoiser (sequential:
+# prefix-LM). Paradigm tokens (sec. 3.1.4 "mode switching") are prepended to the inputs: [NLU] for R, [NLG] for X,
+# [S2S] for S.
+UL2_PARADIGMS = ("R", "X", "S")
+UL2_MODE_TOKENS = {"R": "[NLU]", "X": "[NLG]", "S": "[S2S]"}
+# The S-denoiser's share. The paper's final mixture and the UL2 20B release give S-denoising 20 % of the examples;
+# the paper gives no per-denoiser split of the other 80 % that we could verify offline, so the six R/X denoisers
+# share it equally (2/15 each). Change `proportion` in --denoisers to follow another reading.
+UL2_S_PROPORTION = 0.2
+_UL2_SPAN_PROPORTION = (1 - UL2_S_PROPORTION) / 6
+# (paradigm, mean span length mu, corruption rate r): sec. 3.1.3's seven denoisers. The S-denoiser's r = 0.25 is the
+# expected share of the window in the targets (a random split point, see PREFIX_LM_NOISE_DENSITY).
+UL2_DENOISERS = (
+    dict(paradigm="R", mean_noise_span_length=3.0, noise_density=0.15, proportion=_UL2_SPAN_PROPORTION),
+    dict(paradigm="R", mean_noise_span_length=8.0, noise_density=0.15, proportion=_UL2_SPAN_PROPORTION),
+    dict(paradigm="X", mean_noise_span_length=3.0, noise_density=0.5, proportion=_UL2_SPAN_PROPORTION),
+    dict(paradigm="X", mean_noise_span_length=8.0, noise_density=0.5, proportion=_UL2_SPAN_PROPORTION),
+    dict(paradigm="X", mean_noise_span_length=64.0, noise_density=0.15, proportion=_UL2_SPAN_PROPORTION),
+    dict(paradigm="X", mean_noise_span_length=64.0, noise_density=0.5, proportion=_UL2_SPAN_PROPORTION),
+    dict(paradigm="S", noise_density=0.25, proportion=UL2_S_PROPORTION),
+)
+# T5's prefix-LM objective (T5 paper sec. 3.3.1; t5/data/preprocessors.py prefix_lm: random_prefix_noise_mask with
+# noise_density 0.5, so the split point is uniform over the window), run alone by --objective prefix_lm, without
+# a paradigm token.
+PREFIX_LM_NOISE_DENSITY = 0.5
+PREFIX_LM_DENOISERS = (dict(paradigm="S", noise_density=PREFIX_LM_NOISE_DENSITY, proportion=1.0, mode_token=None),)
+
 # T5 special-token layout of the SentencePiece vocabulary (t5/data/vocabularies.py).
 PAD_ID = 0
 EOS_ID = 1
@@ -119,6 +149,8 @@ _DIAGNOSTIC = dict(task_type="classification", prefix="rte", text_column_name=["
                    train_split=None, validation_splits=(),
                    test_splits=("test",), file_format="jsonl", tsv_columns={},
                    file_label_map={"entailment": 0, "not_entailment": 1})
+
+NO_TASK = "none"  # predict_t5.py's --task none: no registry task, the inputs as they are
 
 DATASET_VALS = {
     "glue": {

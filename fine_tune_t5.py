@@ -6,10 +6,13 @@
         --dataset_name rte --data_dir ../shared/data/glue/RTE --output_dir runs/rte_eval   # evaluate only
     python fine_tune_t5.py configs/glue/base.yaml --tasks glue/sst2,glue/rte,glue/cola --data_dir ../shared/data/glue \\
         --model_name_or_path runs/quickstart --output_dir runs/glue_mix                    # multi-task
+    python fine_tune_t5.py configs/finetune_rte_quickstart.yaml --peft lora --lora_r 8 --lora_target_modules q,v \\
+        --merge_adapters true --output_dir runs/rte_lora                                  # LoRA adapters
 
-Outputs (rank 0): config.yaml, metrics.json (per-task metrics, their average, data counts), a predictions file per
-split, the leaderboard files of GLUE and SuperGLUE test splits (--do_predict: glue_submission/<Task>.tsv,
-superglue_submission/<Task>.jsonl), loss_curve.png and the best model.
+Outputs (rank 0): config.yaml, out.log, metrics.json (per-task metrics, their average, data counts), a predictions file
+per split, the leaderboard files of GLUE and SuperGLUE test splits (--do_predict: glue_submission/<Task>.tsv,
+superglue_submission/<Task>.jsonl), loss_curve.png, the best model and its model card (README.md); with
+--push_to_hub, the model, card and record uploaded to --hub_model_id.
 """
 import logging
 import sys
@@ -21,9 +24,9 @@ from t5kit.config import parsing
 from t5kit.config.programs import FINETUNE_FLAG_CLASSES
 from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
-from t5kit.model import building
+from t5kit.model import building, lora
 from t5kit.optim import param_groups
-from t5kit.outputs import run_folder, run_logging, run_record
+from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
@@ -37,18 +40,20 @@ MIXED_PRECISION_PAD_MULTIPLE = 8  # tensor cores want dimensions in multiples of
 def main(argv=None):
     # 1. Flags, the tasks and the splits they need, and the metric that picks the best model: all settled before
     # any model or data is loaded. The run record is taken then, and no flag changes after it.
-    model_args, data_args, training_args = flags = parsing.parse_flags(
-        FINETUNE_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    model_args, data_args, training_args = flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
     tasks = task_data.resolve_tasks(data_args)
     plans = task_data.plan_splits(tasks, data_args, training_args)
     task_setup.turn_off_evaluation_without_splits(training_args, plans)
     best_metric = task_setup.choose_best_model_metric(training_args, plans)
     task_setup.check_model_to_evaluate(model_args, training_args)
+    task_setup.check_peft_base_model(model_args, training_args)
     record = run_record.flag_values(flags)
 
     # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
     run_logging.setup_logging(training_args)
     seams.warn_on_untested_versions()
+    hub_upload.warn_if_no_token(training_args)
     task_setup.check_label_scoring(data_args, tasks)
     if best_metric and training_args.metric_for_best_model_from_task:
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
@@ -60,8 +65,12 @@ def main(argv=None):
     # 4. Seed, before the model is built so that it controls a random initialisation.
     set_seed(training_args.seed)
 
-    # 5. Tokenizer, model (load_pretrained_t5 refuses a folder that is not an encoder-decoder).
+    # 5. Tokenizer, model (load_pretrained_t5 refuses a folder that is not an encoder-decoder); --peft lora wraps
+    # it in adapters, after it is sized to the tokenizer and before the optimizer sees its parameters.
     tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu)
+    if training_args.peft:
+        model = lora.apply_lora(model, training_args.lora_r, training_args.lora_alpha, training_args.lora_dropout,
+                                training_args.lora_target_modules)
     resume.check_checkpoint_fits(checkpoint, model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
@@ -74,7 +83,8 @@ def main(argv=None):
                                                  for split in role)
     tokens_per_example = task_data.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"])
     derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model),
-                                        model.config.dropout_rate)
+                                        model.config.dropout_rate,
+                                        trainable_parameters=lora.trainable_parameters(model))
     run_logging.log_run_summary(record, derived)
 
     # 7. Collator: each batch padded to its own longest row (dynamic padding; labels padded with -100).
@@ -82,19 +92,23 @@ def main(argv=None):
     collator = TaskCollator(tokenizer, model=model,
                             pad_to_multiple_of=MIXED_PRECISION_PAD_MULTIPLE if mixed_precision else None)
 
-    # 8. Trainer. The run record is saved only now, once every input has been checked, so a refused run leaves
-    # the output folder as it was.
+    # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
+    # run leaves the output folder as it was.
     record = {**record, run_record.DERIVED_KEY: derived}
     if training_args.should_save:
         run_record.write_run_record(training_args.output_dir, record)
+    run_log.open_run_log(training_args, checkpoint)
+    # HF's own push stays off: ours runs once, after the local save (outputs/hub_upload.py says why).
     trainer = TaskTrainer(
-        model=model, args=training_args, train_dataset=train_dataset, eval_splits=splits["eval"],
-        data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
-        optimizers=(optimizer, None),
+        model=model, args=hub_upload.trainer_arguments(training_args), train_dataset=train_dataset,
+        eval_splits=splits["eval"], data_collator=collator, processing_class=tokenizer,
+        label_scoring=data_args.label_scoring, optimizers=(optimizer, None),
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
-                   callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback()])
+                   callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
+                   callbacks.RunLogCallback()])
 
-    # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes).
+    # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes), then push
+    # them if asked: a failed push is one error line with everything already saved.
     results = {}
     if training_args.do_train:
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -105,12 +119,25 @@ def main(argv=None):
     results.update(evaluation["metrics"], **prediction["metrics"])
     trainer.log_metrics("all", results)
     if trainer.is_world_process_zero():
-        write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates)
+        summary = write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric,
+                                    mixing_rates)
+        if training_args.do_train:  # an evaluate-only run saves no model to describe or push
+            run = model_card.RunFacts("fine_tune_t5.py", argv, record)
+            model_card.write_model_card(training_args.output_dir, model_card.finetuning_card(
+                run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"]))
+        if training_args.merge_adapters:  # after the card and outputs: merging changes the model
+            lora.save_merged_model(trainer.model, tokenizer,
+                                   f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
+        if training_args.push_to_hub:
+            hub_upload.push_run_folder(training_args, f"End of training (fine_tune_t5.py, step "
+                                                      f"{trainer.state.global_step})")
+    run_log.close_run_log()
     return results
 
 
 def write_run_outputs(trainer, data_args, splits, evaluation, prediction, results, best_metric, mixing_rates):
-    """Predictions files, leaderboard files, metrics.json and loss_curve.png next to the saved model."""
+    """Predictions files, leaderboard files, metrics.json and loss_curve.png next to the saved model; returns what
+    metrics.json holds."""
     out = trainer.args.output_dir
     written = []
     for role, outcome in (("eval", evaluation), ("predict", prediction)):
@@ -134,8 +161,9 @@ def write_run_outputs(trainer, data_args, splits, evaluation, prediction, result
     if trainer.args.do_train:
         plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", best_metric)
         trainer.save_state()
-    logger.info("wrote %s: config.yaml, metrics.json%s, %s", out, ", loss_curve.png, model" *
-                trainer.args.do_train, ", ".join(str(path) for path in written if path))
+    logger.info("wrote %s: config.yaml, metrics.json, out.log%s, %s", out, ", loss_curve.png, model, README.md "
+                "(model card)" * trainer.args.do_train, ", ".join(str(path) for path in written if path))
+    return summary
 
 
 if __name__ == "__main__":

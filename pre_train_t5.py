@@ -1,7 +1,9 @@
-"""Span-corruption pre-training of T5 (random init from a size preset, or continue from a model).
+"""Pre-training of T5: span corruption, UL2's mixture of denoisers or prefix-LM (random init from a size preset, or
+continue from a model).
 
     python pre_train_t5.py configs/quickstart.yaml                                   # tiny, offline, CPU
     python pre_train_t5.py configs/pretrain_wikitext2.yaml --max_steps 2000
+    python pre_train_t5.py configs/quickstart.yaml --objective ul2 --output_dir runs/quickstart_ul2
     accelerate launch pre_train_t5.py configs/pretrain_c4_t5_base.yaml --learning_rate 5e-3
 """
 import logging
@@ -13,10 +15,10 @@ from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_tar
 from t5kit import cli
 from t5kit.config import parsing
 from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
-from t5kit.data import corpus
+from t5kit.data import corpus, ul2
 from t5kit.model import building
 from t5kit.optim import param_groups
-from t5kit.outputs import run_folder, run_logging, run_record
+from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.train import callbacks, resume, seams, stream_resume
@@ -30,16 +32,23 @@ logger = logging.getLogger(__name__)
 def main(argv=None):
     # 1. Flags: YAML configs, then command-line overrides, validated before anything is loaded; the run record is
     # taken from the validated dataclasses, and no flag changes after it.
-    model_args, data_args, span_args, training_args = flags = parsing.parse_flags(
-        PRETRAIN_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    model_args, data_args, span_args, objective_args, training_args = flags = parsing.parse_flags(
+        PRETRAIN_FLAG_CLASSES, argv)
     record = run_record.flag_values(flags)
-    # The span shapes, computed once: the corpus is cut into windows of tokens_length, the collator corrupts them.
-    tokens_length, target_length = compute_input_and_target_lengths(
-        span_args.input_length, span_args.noise_density, span_args.mean_noise_span_length)
+    # The shapes, computed once: the corpus is cut into windows of tokens_length, the collator corrupts them (UL2 and
+    # prefix-LM: one window length for the whole mixture, rows padded to the longest inputs and targets).
+    denoisers = objective_args.denoisers or []
+    if objective_args.objective == "span_corruption":
+        tokens_length, target_length = compute_input_and_target_lengths(
+            span_args.input_length, span_args.noise_density, span_args.mean_noise_span_length)
+    else:
+        tokens_length, target_length = ul2.mixture_lengths(span_args.input_length, denoisers)
 
     # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
     run_logging.setup_logging(training_args)
     seams.warn_on_untested_versions()
+    hub_upload.warn_if_no_token(training_args)
 
     # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time.
     checkpoint = resume.prepare_output_dir(training_args)
@@ -48,7 +57,7 @@ def main(argv=None):
     set_seed(training_args.seed)
 
     # 5. Tokenizer, model
-    tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu)
+    tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu, ul2.mode_tokens(denoisers))
     resume.check_checkpoint_fits(checkpoint, model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
     derived = run_record.derived_values(training_args, span_args.input_length + target_length,
@@ -58,49 +67,68 @@ def main(argv=None):
     run_logging.log_run_summary(record, derived)
 
     # 6. Data: documents -> token ids -> windows of exactly tokens_length.
-    train_dataset, eval_dataset = corpus.build_pretraining_datasets(
+    train_dataset, eval_dataset, corpus_counts = corpus.build_pretraining_datasets(
         data_args, tokenizer, tokens_length, training_args, model_args.cache_dir, model_args.trust_remote_code)
 
-    # 7. Collator: masks keyed by (seed, epoch, window), so every process count, GA and resume point agree.
-    span_collator = DataCollatorForT5SpanCorruption(
-        tokenizer, noise_density=span_args.noise_density, mean_noise_span_length=span_args.mean_noise_span_length,
-        input_length=span_args.input_length, target_length=target_length, seed=training_args.seed,
-        tokens_length=tokens_length)
+    # 7. Collator: masks (and UL2's denoiser per window) keyed by (seed, epoch, window), so every process count, GA
+    # and resume point agree.
+    if objective_args.objective == "span_corruption":
+        objective_collator = DataCollatorForT5SpanCorruption(
+            tokenizer, noise_density=span_args.noise_density, mean_noise_span_length=span_args.mean_noise_span_length,
+            input_length=span_args.input_length, target_length=target_length, seed=training_args.seed,
+            tokens_length=tokens_length)
+    else:
+        objective_collator = ul2.DataCollatorForUL2(tokenizer, denoisers, input_length=span_args.input_length,
+                                                    seed=training_args.seed, tokens_length=tokens_length,
+                                                    target_length=target_length)
     # Stream windows carry their id and epoch, for exact resume.
-    collator = stream_resume.StreamPositionCollator(span_collator) if data_args.streaming else span_collator
+    collator = stream_resume.StreamPositionCollator(objective_collator) if data_args.streaming else objective_collator
 
-    # 8. Trainer. The run record is saved only now, once every input has been checked, so a refused run leaves
-    # the output folder as it was.
+    # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
+    # run leaves the output folder as it was.
     record = {**record, run_record.DERIVED_KEY: derived}
     if training_args.should_save:
         run_record.write_run_record(training_args.output_dir, record)
+    run_log.open_run_log(training_args, checkpoint)
+    # HF's own push stays off: ours runs once, after the local save (outputs/hub_upload.py says why).
     trainer = PretrainTrainer(
-        model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
-        data_collator=collator, processing_class=tokenizer,
+        model=model, args=hub_upload.trainer_arguments(training_args), train_dataset=train_dataset,
+        eval_dataset=eval_dataset, data_collator=collator, processing_class=tokenizer,
         compute_metrics=SpanCorruptionMetrics(special_target_ids(tokenizer)),
         preprocess_logits_for_metrics=predicted_ids_and_losses,
         optimizers=(optimizer, None),
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
-                   callbacks.CollatorEpochCallback(span_collator)])
+                   callbacks.CollatorEpochCallback(objective_collator), callbacks.RunLogCallback()])
 
-    # 9. Train, evaluate, write outputs (rank 0 only writes).
+    # 9. Train, evaluate, write outputs (rank 0 only writes), then push them if asked: a failed push is one error
+    # line with everything already saved.
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model()
     metrics = {**train_result.metrics, **trainer.evaluate()}
     trainer.log_metrics("all", metrics)
     if trainer.is_world_process_zero():
-        write_run_outputs(trainer, metrics)
+        run = model_card.RunFacts("pre_train_t5.py", argv, record)
+        write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer)
+        if training_args.push_to_hub:
+            hub_upload.push_run_folder(training_args, f"End of training (pre_train_t5.py, step "
+                                                      f"{trainer.state.global_step})")
+    run_log.close_run_log()
     return metrics
 
 
-def write_run_outputs(trainer, metrics):
-    """metrics.json, loss_curve.png and trainer state next to the saved model."""
-    out = trainer.args.output_dir
-    write_json(f"{out}/{run_folder.METRICS_FILE}", {**metrics, "log_history": trainer.state.log_history})
+def write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer):
+    """metrics.json (with the data seen), loss_curve.png, trainer state and the model card next to the saved
+    model."""
+    out, derived = trainer.args.output_dir, run.record[run_record.DERIVED_KEY]
+    windows_seen = trainer.state.global_step * derived["global_batch_size"]
+    data = {**corpus_counts, "windows_seen": windows_seen, "tokens_seen": windows_seen * derived["tokens_length"]}
+    summary = {**metrics, "data": data, "log_history": trainer.state.log_history}
+    write_json(f"{out}/{run_folder.METRICS_FILE}", summary)
     plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", EVAL_METRIC)
     trainer.save_state()
-    logger.info("wrote %s: model, config.yaml, metrics.json, loss_curve.png", out)
+    model_card.write_model_card(out, model_card.pretraining_card(run, summary, trainer.model, tokenizer, trainer))
+    logger.info("wrote %s: model, config.yaml, metrics.json, loss_curve.png, README.md (model card), out.log", out)
 
 
 if __name__ == "__main__":

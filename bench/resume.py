@@ -134,11 +134,11 @@ def fake_checkpoint(source, output_dir, step, steps_per_epoch=None, stream_posit
 
 def stream_position(argv, window):
     """Where window `window` of the run's training stream starts: the position a real run saves there."""
-    _, data_args, span_args, training_args = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, argv)
+    _, data_args, span_args, _, training_args = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, argv)
     tokens_length, _ = compute_input_and_target_lengths(span_args.input_length, span_args.noise_density,
                                                         span_args.mean_noise_span_length)
     tokenizer = load_tokenizer(str(require("t5_spiece")))
-    train, _ = corpus.build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args)
+    train, _, _ = corpus.build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args)
     for row in train:
         train.forget_before(row["window_index"])
         if row["window_index"] == window:

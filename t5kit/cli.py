@@ -5,11 +5,17 @@ distributed run leaves its process group without the interpreter's teardown.
         cli.run_cli(main)
 """
 import atexit
+import logging
 import os
 import sys
 import threading
 
 from t5kit.errors import UsageError
+
+logger = logging.getLogger(__name__)
+# A log record with this attribute set goes to the run's out.log only (outputs/run_log.py): the console has the
+# same text already (the `error:` line, a traceback, HF's printed log lines).
+RUN_LOG_ONLY = "run_log_only"
 
 
 def run_cli(main):
@@ -20,6 +26,7 @@ def run_cli(main):
     try:
         main()
     except UsageError as err:
+        log_to_run_log_only(logging.ERROR, "error: %s", err)
         print(f"error: {err}", file=sys.stderr)
         if in_process_group():  # refused after the launcher's group was formed: the group is not left (see below)
             exit_before_teardown(2)
@@ -27,9 +34,19 @@ def run_cli(main):
     except SystemExit as stop:
         if stop.code not in (0, None):
             raise
+    except BaseException:
+        log_to_run_log_only(logging.CRITICAL, "the run ended with an exception", exc_info=True)
+        raise
     if in_process_group():
         leave_process_group()
         exit_before_teardown(0)
+
+
+def log_to_run_log_only(level, message, *args, exc_info=False):
+    """Puts how the run ended into out.log, where a run log is set up. A process that set up no logging has no run
+    log, and Python's last-resort handler would print the record on stderr a second time: nothing is logged then."""
+    if logging.getLogger().handlers:
+        logger.log(level, message, *args, exc_info=exc_info, extra={RUN_LOG_ONLY: True})
 
 
 def in_process_group():

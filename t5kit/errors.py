@@ -15,11 +15,11 @@ def closest_names(name, choices, n=3):
     return difflib.get_close_matches(str(name), [str(choice) for choice in choices], n=n, cutoff=0.6)
 
 
-def did_you_mean(name, choices, list_choices=True):
-    """The tail of a message about an unknown name: "; did you mean 'x'?" when a valid name is close, then
-    " choices: a, b" when `list_choices` (for short lists; long ones point to --help instead)."""
+def did_you_mean(name, choices, list_choices=True, n=3):
+    """The tail of a message about an unknown name: "; did you mean 'x'?" when a valid name is close (up to n of
+    them), then " choices: a, b" when `list_choices` (for short lists; long ones point to --help instead)."""
     choices = [str(choice) for choice in choices]
-    close = closest_names(name, choices)
+    close = closest_names(name, choices, n=n)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     if list_choices:
         return hint + ("" if close else ";") + f" choices: {', '.join(choices)}"

@@ -19,7 +19,7 @@ from absl.testing import parameterized
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
 REQUIRE_SHARED_DATA_ENV = "T5_REQUIRE_SHARED_DATA"
-ENTRY_SCRIPTS = ("pre_train_t5", "fine_tune_t5", "sweep", "train_tokenizer")
+ENTRY_SCRIPTS = ("pre_train_t5", "fine_tune_t5", "sweep", "train_tokenizer", "predict_t5")
 EVAL_ROWS = 12  # fine-tuning runs evaluate this many RTE dev rows
 TEST_ROWS = 6  # and predict this many test rows
 
@@ -174,6 +174,49 @@ def random_word_ids(count, num_words=32000, seed=0):
     return 3 + np.minimum(rng.zipf(1.2, size=count) - 1, num_words - 4)
 
 
+def save_tiny_t5(folder):
+    """A random t5-tiny with the real T5 tokenizer saved in `folder` (a base model for LoRA and loading tests)."""
+    from t5kit.model import building
+
+    tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+    torch.manual_seed(0)
+    building.new_t5_model(building.build_t5_config("t5-tiny", tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+# Tiny random configs of each T5-family architecture (config class, extra arguments): Flan-T5 is T5 v1.1's
+# architecture; LongT5 in both encoder attentions, with windows far shorter than the test inputs.
+T5_FAMILY = {
+    "flan_t5": ("T5Config", {}),
+    "mt5": ("MT5Config", {}),
+    "umt5": ("UMT5Config", {}),
+    "longt5_local": ("LongT5Config", {"encoder_attention_type": "local", "local_radius": 4}),
+    "longt5_tglobal": ("LongT5Config", {"encoder_attention_type": "transient-global", "local_radius": 4,
+                                        "global_block_size": 4}),
+}
+
+
+def save_tiny_family_model(folder, family, tokenizer_path):
+    """A random 2-layer model of a T5_FAMILY architecture, untied as the released v1.1/mT5/UMT5/LongT5 checkpoints
+    are, with the tokenizer at tokenizer_path, saved in `folder`; returns the folder."""
+    import transformers
+
+    from t5kit.model import building
+
+    tokenizer = building.load_tokenizer(str(tokenizer_path))
+    config_class, extra = T5_FAMILY[family]
+    config = getattr(transformers, config_class)(
+        d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2, feed_forward_proj="gated-gelu", dropout_rate=0.0,
+        vocab_size=building.padded_vocab_size(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id, **extra)
+    config.tie_word_embeddings = False  # transformers 5.x's T5-family configs read it back as True
+    torch.manual_seed(0)
+    building.new_t5_model(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def pre_train(argv):
     """pre_train_t5.py's main(argv): metrics."""
     return entry_main("pre_train_t5")(argv)
@@ -182,6 +225,17 @@ def pre_train(argv):
 def fine_tune(argv):
     """fine_tune_t5.py's main(argv): results."""
     return entry_main("fine_tune_t5")(argv)
+
+
+def predict(argv):
+    """predict_t5.py's main(argv): the output rows."""
+    return entry_main("predict_t5")(argv)
+
+
+def predict_flags(model_dir, input_file, output_file, **overrides):
+    """argv of predict_t5.py on the CPU without a progress bar."""
+    return argv_from({"model_name_or_path": model_dir, "input_file": input_file, "output_file": output_file,
+                      "use_cpu": True, "disable_tqdm": True, **overrides})
 
 
 def run_sweep(argv):

@@ -4,13 +4,15 @@ in-process through cli.run_cli, the same path their `__main__` takes."""
 import contextlib
 import io
 import json
+import os
 import re
 from pathlib import Path
+from unittest import mock
 
 from absl.testing import absltest, parameterized
 
 from t5kit import cli
-from tests.helpers import REPO, entry_main, require, snapshot, tiny_flags, tiny_run_flags
+from tests.helpers import REPO, entry_main, predict_flags, require, save_tiny_t5, snapshot, tiny_flags, tiny_run_flags
 
 
 def write(path, text):
@@ -27,12 +29,19 @@ def finetune(work, **overrides):
     return tiny_flags(str(work / "out"), **overrides)
 
 
+def predict(work, input_text="a line\n", input_name="in.txt", **overrides):
+    """predict_t5.py on an input file written into the work folder; the model folder need not exist for the
+    refusals that come before the model is loaded."""
+    return predict_flags(str(work / "model"), write(work / input_name, input_text), str(work / "out.jsonl"),
+                         **overrides)
+
+
 BERT_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1,
                           "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 100})
 T5_CONFIG = json.dumps({"model_type": "t5", "is_encoder_decoder": True, "d_model": 32, "d_ff": 64, "d_kv": 8,
                         "num_layers": 1, "num_heads": 2, "vocab_size": 32128})
 
-# name -> (entry, argv builder given the work folder, expected message fragment)
+# name -> (entry, argv builder given the work folder, expected message fragment[, environment of the run])
 CASES = {
     # config files
     "yaml_not_a_mapping": ("pre_train_t5", lambda w: [write(w / "c.yaml", "- a\n- b\n")],
@@ -58,6 +67,8 @@ CASES = {
     "hub_token": ("fine_tune_t5", lambda w: finetune(w, hub_token="hf_x"), "--hub_token would be recorded"),
     "unknown_task": ("fine_tune_t5", lambda w: finetune(w, dataset_name="sst"),
                      "unknown task 'sst' for --benchmark glue; did you mean 'sst2'?"),
+    "predict_unknown_task": ("predict_t5", lambda w: predict(w, task="sst"),
+                             "--task 'sst' is no task of the registry; did you mean 'glue/sst2'?"),
     "param_group_regex": ("pre_train_t5", lambda w: pretrain(w, param_group_lr="nothing_matches=1e-3"),
                           "parameter 'shared.weight' matches no item"),
     "nan_policy": ("pre_train_t5", lambda w: pretrain(w, nan_policy="ignore"),
@@ -78,17 +89,39 @@ CASES = {
                               "--max_eval_samples=0 must be >= 1"),
     "tokenising_workers": ("pre_train_t5", lambda w: pretrain(w, preprocessing_num_workers=-1),
                            "--preprocessing_num_workers=-1 must be >= 1"),
+    "push_without_hub_model_id": ("pre_train_t5", lambda w: pretrain(w, push_to_hub=True),
+                                  "--push_to_hub true needs --hub_model_id NAME"),
     "generation_beams": ("fine_tune_t5", lambda w: finetune(w, generation_num_beams=0),
                          "--generation_num_beams=0 must be >= 1"),
     "eval_batch_size_zero": ("fine_tune_t5", lambda w: finetune(w, per_device_eval_batch_size=0),
                              "--per_device_eval_batch_size=0 must be >= 1"),
     "document_separator": ("pre_train_t5", lambda w: pretrain(w, document_separator="newline"),
                            "--document_separator='newline' is not a valid choice; choices: eos, none"),
+    "unknown_objective": ("pre_train_t5", lambda w: pretrain(w, objective="ul3"),
+                          "--objective='ul3' is not a valid choice; did you mean 'ul2'?"),
+    "unknown_denoiser_setting": ("pre_train_t5", lambda w: pretrain(
+        w, objective="ul2", denoisers="[{paradigm: S, noise_densty: 0.25, proportion: 1}]"),
+        "--denoisers item 1: unknown denoiser setting 'noise_densty'; did you mean 'noise_density'?"),
+    "denoiser_proportions": ("pre_train_t5", lambda w: [write(w / "c.yaml", (
+        "objective: ul2\ndenoisers:\n  - {paradigm: R, mean_noise_span_length: 3, noise_density: 0.15, "
+        "proportion: 0.5}\n  - {paradigm: S, noise_density: 0.25, proportion: 0.4}\n")), *pretrain(w)],
+        "--denoisers proportions sum to 0.9, not 1"),
+    "mode_token_the_tokenizer_cannot_hold": ("pre_train_t5", lambda w: pretrain(
+        w, objective="ul2", denoisers="[{paradigm: S, noise_density: 0.25, proportion: 1, mode_token: '</s>'}]"),
+        "mode_token '</s>' is one of the tokenizer's own special tokens"),
     "train_on_a_diagnostic_task": ("fine_tune_t5", lambda w: finetune(w, dataset_name="ax"),
                                    "--do_train: glue/ax is only predicted, never trained on"),
     "streaming_without_max_steps": ("pre_train_t5", lambda w: pretrain(w, streaming=True, max_steps=-1,
                                                                        max_eval_samples=8),
                                     "--streaming needs --max_steps N"),
+    "lora_target_matches_nothing": ("fine_tune_t5", lambda w: finetune(
+        w, model_name_or_path=save_tiny_t5(w / "base"), peft="lora", lora_target_modules="q,vv"),
+        "--lora_target_modules 'vv' matches no layer of the model"),
+    "lora_on_a_random_init": ("fine_tune_t5", lambda w: finetune(w, peft="lora"),
+                              "--peft lora adapts an existing model: pass --model_name_or_path"),
+    "lora_with_zero3": ("fine_tune_t5", lambda w: finetune(
+        w, peft="lora", model_name_or_path="google-t5/t5-small", deepspeed=str(REPO / "zero_stage3_config.json")),
+        "--peft lora with DeepSpeed ZeRO-3 is not supported here"),
     # data files
     "missing_data_file": ("pre_train_t5", lambda w: pretrain(w, train_files=[str(w / "none.txt")]),
                           "--train_files: file {work}/none.txt not found"),
@@ -109,7 +142,15 @@ CASES = {
         validation_file=str(w / "t.jsonl"),
         test_file=write(w / "test.jsonl", '{"premise": "A man eats.", "hypothesis": "Nobody eats."}\n')),
         "test.jsonl line 1 has no idx (or index), which the super_glue server matches predictions by"),
+    "predict_empty_input": ("predict_t5", lambda w: predict(w, input_text=""), "--input_file {work}/in.txt is empty"),
+    "predict_missing_column": ("predict_t5", lambda w: predict(
+        w, input_text='{"sentence_1": "a", "sentence2": "b"}\n', input_name="in.jsonl", task="rte"),
+        "has no column 'sentence1' (task glue/rte's column); did you mean 'sentence_1'"),
     # launch configs
+    "fsdp_on_cpu": ("pre_train_t5", lambda w: pretrain(w), "the FSDP config needs GPUs: on CPU processes",
+                    {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}),
+    "fsdp_set_twice": ("pre_train_t5", lambda w: pretrain(w, fsdp="full_shard"), "FSDP is set twice",
+                       {"ACCELERATE_USE_FSDP": "true"}),
     "deepspeed_not_json": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "{stage")),
                            "is not valid JSON"),
     "deepspeed_mismatch": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(
@@ -128,12 +169,17 @@ CASES = {
         w, model_name_or_path=[write(w / "m/model.safetensors", "garbage" * 20),
                                str(Path(write(w / "m/config.json", T5_CONFIG)).parent)][1]),
         "cannot load the weights"),
+    "predict_model_without_tokenizer": ("predict_t5", lambda w: [write(w / "model/config.json", T5_CONFIG),
+                                                                 *predict(w, task="sst2")][1:],
+                                        "--model_name_or_path {work}/model holds no tokenizer"),
     "evaluate_a_random_model": ("fine_tune_t5", lambda w: finetune(w, do_train=False),
                                 "--do_train false evaluates an existing model"),
     "output_dir_under_a_file": ("pre_train_t5", lambda w: tiny_run_flags(
         str(Path(write(w / "notes.txt", "a file\n")) / "out"), str(require("gutenberg/austen-persuasion.txt"))),
         "notes.txt is a file; pass a folder path"),
     # checkpoints
+    "predict_output_exists": ("predict_t5", lambda w: [write(w / "out.jsonl", "{}\n"), *predict(w)][1:],
+                              "--output_file {work}/out.jsonl exists; pass --overwrite true to replace it"),
     "resume_missing_checkpoint": ("pre_train_t5", lambda w: pretrain(w, resume_from_checkpoint=str(w / "ckpt")),
                                   "ckpt is not a checkpoint folder; pass 'auto'"),
     # tokenizer
@@ -170,12 +216,13 @@ CASES = {
 class BadInputTest(parameterized.TestCase):
 
     @parameterized.named_parameters(*[(name, *case) for name, case in CASES.items()])
-    def test_one_error_line_exit_2_nothing_touched(self, entry, build_argv, message):
+    def test_one_error_line_exit_2_nothing_touched(self, entry, build_argv, message, env=None):
         work = Path(self.create_tempdir().full_path)
         argv = build_argv(work)
         before = snapshot(work)
         stderr = io.StringIO()
-        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit_info:
+        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit_info, \
+                mock.patch.dict(os.environ, env or {}):
             cli.run_cli(lambda: entry_main(entry)(argv))
         self.assertEqual(exit_info.exception.code, 2)
         error_lines = [line for line in stderr.getvalue().splitlines() if line.startswith("error:")]
@@ -191,7 +238,7 @@ class CatalogueTest(absltest.TestCase):
         rows = {match.group(1): match.group(0) for match in
                 re.finditer(r"^\| `(\w+)` \|.*\|$", (REPO / "docs" / "errors.md").read_text(), flags=re.M)}
         self.assertEqual(sorted(rows), sorted(CASES))
-        for name, (entry, _, fragment) in CASES.items():
+        for name, (entry, _, fragment, *_) in CASES.items():
             self.assertIn(f"| {entry}.py |", rows[name])
             self.assertIn(f"`{fragment.format(work='<work>')}`", rows[name], name)
 

@@ -84,7 +84,7 @@ class DataTest(parameterized.TestCase):
         args = PretrainDataArguments(train_files=[self.write_text(docs * 40)], streaming=streaming,
                                      validation_files=[self.write_text(docs * 40, "v.txt")],
                                      document_separator=separator)
-        train, _ = corpus.build_pretraining_datasets(args, self.tokenizer, 32, self.training_args,
+        train, _, _ = corpus.build_pretraining_datasets(args, self.tokenizer, 32, self.training_args,
                                                      str(self.dir / "cache"))
         words = [self.tokenizer(doc, add_special_tokens=False)["input_ids"] for doc in docs]
         # eos: each document ends with EOS (HF's run_t5_mlm_flax.py); none: joined directly (T5's C4 task).
@@ -172,8 +172,8 @@ class DataTest(parameterized.TestCase):
                                               str(self.dir / f"cache{streaming}"))
         args = PretrainDataArguments(train_files=[str(latin1)], encoding="latin-1", streaming=streaming,
                                      max_eval_samples=2)
-        train, _ = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
-                                                   str(self.dir / f"latin{streaming}"))
+        train, _, _ = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
+                                                      str(self.dir / f"latin{streaming}"))
         text = " ".join(self.tokenizer.decode(row["input_ids"]) for row, _ in zip(train, range(200)))
         self.assertIn("Café au lait", text)
 
@@ -223,16 +223,21 @@ class DataTest(parameterized.TestCase):
         train_path = self.write_text(self.paragraphs[:300], "train.txt")
         val_path = self.write_text(self.paragraphs[300:], "val.txt")
         args = PretrainDataArguments(train_files=[train_path], validation_files=[val_path], max_eval_samples=5)
-        train, validation = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
-                                                            str(self.dir / "cache"))
+        train, validation, counts = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW,
+                                                                      self.training_args, str(self.dir / "cache"))
         self.assertLen(validation, 5)
         self.assertGreater(len(train), 100)
+        self.assertEqual(counts, {"train_documents": 300, "train_windows": len(train),
+                                  "validation_documents": len(self.paragraphs) - 300, "validation_windows": 5})
         self.assertTrue(all(len(ids) == WINDOW for ids in train["input_ids"]))
 
     def test_streaming_without_validation_split_holds_out_first_windows(self):
         path = self.write_text(self.paragraphs)
         args = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=3)
-        train, validation = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
+        train, validation, counts = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW,
+                                                                      self.training_args)
+        self.assertEqual(counts, {"train_documents": None, "train_windows": None, "validation_documents": None,
+                                  "validation_windows": 3})
         held_out = np.asarray(validation["input_ids"])
         first_train = next(iter(train))["input_ids"]
         self.assertEqual(held_out.shape, (3, WINDOW))
@@ -246,7 +251,7 @@ class DataTest(parameterized.TestCase):
         val_path = self.write_text(self.paragraphs[300:], "val.txt")
         args = PretrainDataArguments(train_files=[train_path], validation_files=[val_path], streaming=True,
                                      max_eval_samples=5)
-        train, validation = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
+        train, validation, _ = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
         evaluation = list(validation)
         self.assertEqual([sorted(w) for w in evaluation], [["input_ids"]] * 5)  # no ids: never resumed
         val_ids = np.concatenate([np.asarray(ids) for ids in self.tokenized_ids(self.paragraphs[300:])])

@@ -115,6 +115,8 @@ class FineTuneEndToEndTest(parameterized.TestCase):
         self.assertEqual((out / "predictions_rte_validation.jsonl").read_text(),
                          (self.run_dir / "predictions_rte_validation.jsonl").read_text())
         self.assertFalse((out / "model.safetensors").exists())
+        self.assertFalse((out / "README.md").exists())  # no model saved here, so no card
+        self.assertTrue((out / "out.log").is_file())
 
     def test_diagnostic_task_is_predicted_with_the_rte_model(self):
         # AX-b has only a test split: the run predicts it (scored, as its file has labels) and evaluates nothing.
@@ -255,6 +257,8 @@ class ConfigFilesTest(parameterized.TestCase):
                                      "--max_train_samples", "16", "--max_eval_samples", "8", "--disable_tqdm", "true"])
         self.assertIn("eval_accuracy", metrics)
         self.assertLen(read_jsonl(out / "predictions_rte_validation.jsonl"), 8)
+        self.assertIn("rank 0 INFO", (out / "out.log").read_text())
+        self.assertIn(f"value: {metrics['eval_accuracy']}", (out / "README.md").read_text())
 
 
 class FineTuneRefusalsTest(parameterized.TestCase):

@@ -1,6 +1,7 @@
 """The architecture as docs/architecture.md states it: one package split by layer, imports flowing one way, entry
 scripts that hold steps (no classes) and that nothing imports, test modules that share only tests/helpers.py."""
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,14 @@ class LayoutTest(parameterized.TestCase):
             others = [n for n in imported_modules(path) if n.split(".")[-1].startswith("test_")
                       or n.startswith("tests.test_")]
             self.assertEmpty(others, path.name)
+
+    def test_the_readme_is_a_front_door_whose_links_resolve(self):
+        readme = (REPO / "README.md").read_text()
+        self.assertLessEqual(len(readme.encode()), 12 * 1024, "README.md: move the depth to docs/")
+        for target in re.findall(r"\]\(((?:docs/)?[\w./-]+\.md)\)", readme):
+            self.assertTrue((REPO / target).is_file(), target)
+        for page in (REPO / "docs").glob("*.md"):
+            self.assertIn(f"docs/{page.name}", readme, f"README links no {page.name}")
 
     def test_modules_stay_under_400_lines(self):
         for path in [*LIBRARY, *REPO.glob("*.py"), *REPO.glob("scripts/*.py")]:

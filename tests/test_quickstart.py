@@ -25,7 +25,7 @@ class QuickstartTest(absltest.TestCase):
         eval_losses = [entry["eval_loss"] for entry in history if "eval_loss" in entry]
         self.assertEqual(history[0]["step"], 0)  # eval_on_start: the untrained baseline
         self.assertLess(eval_losses[-1], 0.7 * eval_losses[0])
-        for name in ("config.yaml", "metrics.json", "loss_curve.png", "model.safetensors"):
+        for name in ("config.yaml", "metrics.json", "loss_curve.png", "model.safetensors", "out.log", "README.md"):
             self.assertTrue((out / name).is_file(), name)
 
 

@@ -53,6 +53,14 @@ class PrivateHooksTest(parameterized.TestCase):
                         and hasattr(Seq2SeqTrainer, name):
                     self.assertIn(name, seams.PRIVATE_HOOKS, f"{cls.__name__}.{name} overrides a private method")
 
+    @parameterized.named_parameters((name, name, params) for name, params in seams.PRIVATE_PARAMETERS.items())
+    def test_public_overrides_take_the_private_parameters_we_pass_on(self, name, params):
+        self.assertContainsSubset(params, parameter_names(getattr(Seq2SeqTrainer, name)))
+        overriding = [cls for cls in OUR_CLASSES if name in vars(cls)]
+        self.assertNotEmpty(overriding, f"nothing of ours overrides {name}; drop it from seams.PRIVATE_PARAMETERS")
+        for cls in overriding:
+            self.assertTrue(accepts(vars(cls)[name], params), f"{cls.__name__}.{name}")
+
     def test_the_adafactor_helper_exists_with_the_parameters_we_use(self):
         for name, params in seams.ADAFACTOR_PRIVATE.items():
             self.assertEqual(parameter_names(getattr(Adafactor, name)), list(params))

@@ -77,9 +77,15 @@ class RealProgramSweepTest(parameterized.TestCase):
         best = yaml.safe_load((out / "best_config.yaml").read_text())
         best_trial = min(trials, key=lambda t: t.value)
         self.assertEqual(best["learning_rate"], best_trial.user_attrs["flags"]["learning_rate"])
-        (_, _, _, training_args) = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [str(out / "best_config.yaml")])
+        *_, training_args = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [str(out / "best_config.yaml")])
         self.assertEqual(training_args.learning_rate, best["learning_rate"])
         self.assertEqual(training_args.output_dir, str(out / "best_run"))
+        # Each trial ran pre_train_t5.py into its own folder, which holds the run's log and model card.
+        trial_dirs = sorted((out / "trials").iterdir())
+        self.assertLen(trial_dirs, 4)
+        for trial_dir in trial_dirs:
+            self.assertIn("rank 0 INFO", (trial_dir / "out.log").read_text())
+            self.assertTrue((trial_dir / "README.md").read_text().startswith("---\n"), trial_dir)
 
 
 class SharedStudyTest(parameterized.TestCase):

@@ -50,7 +50,8 @@ def check_data_files(flag, paths):
 @dataclass
 class ModelArguments:
     model_name_or_path: str = field(default=None, metadata={
-        "help": "Hub name or local folder of a T5 model to continue from. Unset: random init from --model_size."})
+        "help": "Hub name or local folder of a T5-family model to continue from: T5, Flan-T5, mT5, UMT5 or LongT5 "
+                "(loaded with AutoModelForSeq2SeqLM). Unset: random init from --model_size."})
     model_size: str = field(default="t5-small", metadata={
         "help": "Architecture preset for random init (ignored with --model_name_or_path).",
         "choices": tuple(constants.MODEL_SIZE_PRESETS)})
@@ -112,6 +113,7 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         if self.hub_token:
             raise UsageError("--hub_token would be recorded with the run (W&B stores the command line, Trainer "
                              "pickles its arguments); set the HF_TOKEN environment variable instead")
+        checks.check_push_to_hub(self)
         if isinstance(self.report_to, str) and "," in self.report_to:
             self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
         checks.check_report_to(self.report_to)

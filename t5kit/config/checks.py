@@ -37,6 +37,19 @@ def check_training_numbers(args):
                          "or --max_steps N")
 
 
+def check_push_to_hub(args):
+    """--push_to_hub uploads the trained model to --hub_model_id (outputs/hub_upload.py): the repo is named, not
+    guessed from the folder name as HF would, so the model card can say where the model lives."""
+    if not args.push_to_hub:
+        return
+    if not args.hub_model_id:
+        raise UsageError("--push_to_hub true needs --hub_model_id NAME (user/model or org/model), the repo to "
+                         "upload to")
+    if not args.trains():
+        raise UsageError("--push_to_hub true with --do_train false: an evaluation run saves no model to upload; "
+                         "drop --push_to_hub")
+
+
 def with_non_blocking_copies(accelerator_config, pin_memory):
     """HF's --accelerator_config with non_blocking on by default (with --dataloader_pin_memory, HF's default). Off,
     accelerate copies each batch to the GPU with a blocking copy, which waits for every step queued before it: one

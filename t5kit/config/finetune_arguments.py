@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import constants
+from t5kit.config import launch_checks
 from t5kit.config.arguments import T5TrainingArguments, check_choices, check_data_files, check_positive
 from t5kit.errors import UsageError
 
@@ -12,6 +13,10 @@ FINETUNE_FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl")
 LABEL_SCORING_CHOICES = ("generate", "rank")
 PREDICTIONS_FORMATS = ("jsonl", "tsv")
 TRAIN_SAMPLING_STRATEGIES = ("length_buckets", "random", "sequential", "group_by_length", "batch_rebalance")
+PEFT_METHODS = ("lora",)
+# LoRA defaults: rank 8 and alpha 16 (alpha / r = 2 scales the update), on the attention's query and value
+# projections, as Hu et al. 2021 ("LoRA", sec. 7.1) found best for a fixed budget; peft's dropout default (0).
+LORA_R, LORA_ALPHA, LORA_TARGET_MODULES = 8, 16.0, "q,v"
 
 
 @dataclass
@@ -135,10 +140,51 @@ class FineTuneTrainingArguments(T5TrainingArguments):
                 "or HF's random, sequential, group_by_length (sorted within mega-batches), batch_rebalance. "
                 "Evaluation always keeps file order.", "choices": TRAIN_SAMPLING_STRATEGIES})
 
+    peft: str = field(default=None, metadata={
+        "help": "Parameter-efficient fine-tuning with the peft library: lora (low-rank adapters on "
+                "--lora_target_modules; the base model stays frozen). Unset: full fine-tuning. Needs "
+                "--model_name_or_path. Adapters are saved in the run folder (PeftModel.from_pretrained).",
+        "choices": PEFT_METHODS})
+    lora_r: int = field(default=LORA_R, metadata={"help": "LoRA rank r (--peft lora)."})
+    lora_alpha: float = field(default=LORA_ALPHA, metadata={
+        "help": "LoRA scaling alpha: the update is scaled by alpha / r (--peft lora)."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on the LoRA branch's input, in [0, 1)."})
+    lora_target_modules: list[str] = field(default=None, metadata={
+        "help": "Layers LoRA adapts, by module name, comma-separated or a YAML list: T5's attention q, k, v, o; "
+                f"feed-forward wi, wo (wi_0, wi_1 in T5 v1.1). Unset: {LORA_TARGET_MODULES}. Each must match some "
+                "layer of the model."})
+    merge_adapters: bool = field(default=False, metadata={
+        "help": "With --peft lora: also write OUTPUT_DIR/merged, the base model with the adapters merged in, "
+                "loadable by T5ForConditionalGeneration.from_pretrained."})
+
     def __post_init__(self):
         # Remembered before HF fills "loss": fine_tune_t5.py then picks the task's metric instead.
         self.metric_for_best_model_from_task = self.metric_for_best_model is None
+        self.lora_target_modules = check_lora_flags(self)
+        if self.peft and launch_checks.deepspeed_zero_stage(self) == 3:
+            raise UsageError("--peft lora with DeepSpeed ZeRO-3 is not supported here (the base weights would be "
+                             "partitioned at load, and merging and adapter checkpoints are tested only without "
+                             "it); use zero_stage2_config.json or plain DDP: LoRA leaves little state to shard")
         super().__post_init__()
 
     def trains(self):
         return self.do_train
+
+
+def check_lora_flags(args):
+    """The target modules as a list; refuses LoRA settings outside their ranges and LoRA flags without --peft."""
+    targets = args.lora_target_modules or LORA_TARGET_MODULES
+    if isinstance(targets, str):
+        targets = [targets]
+    targets = [name.strip() for item in targets for name in item.split(",") if name.strip()]
+    if not targets:
+        raise UsageError("--lora_target_modules names no module; e.g. q,v")
+    if args.merge_adapters and not args.peft:
+        raise UsageError("--merge_adapters merges LoRA adapters: pass --peft lora, or drop --merge_adapters")
+    if args.lora_r < 1:
+        raise UsageError(f"--lora_r={args.lora_r} must be >= 1 (e.g. {LORA_R})")
+    if not args.lora_alpha > 0:
+        raise UsageError(f"--lora_alpha={args.lora_alpha} must be > 0 (e.g. {LORA_ALPHA:g})")
+    if not 0 <= args.lora_dropout < 1:
+        raise UsageError(f"--lora_dropout={args.lora_dropout} must be in [0, 1)")
+    return targets

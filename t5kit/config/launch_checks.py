@@ -1,4 +1,5 @@
-"""One source of truth: DeepSpeed JSON and accelerate settings may say "auto", never a value our flags contradict.
+"""One source of truth: DeepSpeed JSON and accelerate settings (FSDP's included) may say "auto", never a value our
+flags contradict.
 
 Batch size, gradient accumulation, clipping, learning rate, optimizer and schedule values and precision are set
 once, in our flags. HF's DeepSpeed integration fills "auto" from them; a concrete value that disagrees would
@@ -118,9 +119,65 @@ def check_accelerate_env(args):
                              f"{os.environ[env]} but {flag} is {value}; remove it from the accelerate config")
 
 
+def deepspeed_zero_stage(args):
+    """The ZeRO stage this run will use (from --deepspeed, accelerate's deepspeed_config_file or its
+    ACCELERATE_DEEPSPEED_ZERO_STAGE), or None without DeepSpeed."""
+    if args.deepspeed:
+        return check_zero_stage(load_deepspeed_config(args.deepspeed), "--deepspeed")
+    accelerate_file = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+    if accelerate_file and accelerate_file != "none":
+        return check_zero_stage(load_deepspeed_config(accelerate_file), accelerate_file)
+    stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
+    return int(stage) if stage and stage.isdigit() else None
+
+
+FSDP_STATE_DICT_TYPES = ("SHARDED_STATE_DICT", "FULL_STATE_DICT")  # what resume and the final full save read
+
+
+def fsdp_requested(args):
+    """Whether this run asks for FSDP: an accelerate FSDP config (accelerate launch exports ACCELERATE_USE_FSDP and
+    its fsdp_config as FSDP_* variables), or HF's own --fsdp flag."""
+    return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" or bool(args.fsdp)
+
+
+def check_fsdp_config(args):
+    """An FSDP config may not contradict our flags or run where it would silently do something else."""
+    from_accelerate = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+    if not fsdp_requested(args):
+        return
+    if from_accelerate and args.fsdp:
+        raise UsageError("FSDP is set twice: by the accelerate config (distributed_type: FSDP) and by --fsdp; keep "
+                         "the accelerate config (configs/accelerate/fsdp.yaml) and drop --fsdp/--fsdp_config")
+    if args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        raise UsageError("FSDP and DeepSpeed both set; shard with one of them (configs/accelerate/fsdp.yaml or a "
+                         "zero_stage*_config.json)")
+    check_fsdp_device(args)
+    state_dict_type = os.environ.get("FSDP_STATE_DICT_TYPE", "SHARDED_STATE_DICT").upper()
+    if state_dict_type not in FSDP_STATE_DICT_TYPES:
+        raise UsageError(f"the FSDP config sets fsdp_state_dict_type: {state_dict_type}, which resume cannot read on "
+                         f"another process count; use {' or '.join(FSDP_STATE_DICT_TYPES)}")
+    if os.environ.get("FSDP_ACTIVATION_CHECKPOINTING", "false").lower() == "true" and (
+            args.gradient_checkpointing or getattr(args, "activation_checkpointing", False)):
+        raise UsageError("the FSDP config sets fsdp_activation_checkpointing: true and --gradient_checkpointing is "
+                         "true too; checkpoint activations once: set it false in the FSDP config, or drop the flag")
+
+
+def check_fsdp_device(args):
+    """accelerate (1.15, state.py) turns only GPU-like process groups into FSDP: on CPU processes (gloo) it keeps
+    MULTI_CPU, so an FSDP config there would train plain DDP and save unsharded checkpoints without a word."""
+    import torch  # here: the other checks need no torch
+
+    if args.use_cpu or not torch.cuda.is_available():
+        raise UsageError("the FSDP config needs GPUs: on CPU processes (--use_cpu true, or no GPU) accelerate "
+                         "trains plain DDP instead, without a word (it turns only GPU-like process groups into FSDP); "
+                         "drop the FSDP config for CPU runs (configs/accelerate/multi_gpu.yaml with --use_cpu true "
+                         "runs DDP over gloo)")
+
+
 def check_launch_configs(args):
     """All launcher checks; T5TrainingArguments runs them before transformers reads the DeepSpeed config."""
     check_accelerate_env(args)
+    check_fsdp_config(args)
     sources = [(args.deepspeed, f"--deepspeed {args.deepspeed}" if isinstance(args.deepspeed, str) else
                 "--deepspeed")]
     accelerate_file = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")

@@ -187,6 +187,12 @@ def _takes(action, field_type):
     return takes_list, any(_is_kind(option, dict) for option in options), type(None) in options or default is None
 
 
+def _takes_list_of_mappings(field_type):
+    """Whether the field's type has `list[dict]` (--denoisers): its dataclass checks each mapping."""
+    return any(_is_kind(option, list) and typing.get_args(option)[:1] == (dict,)
+               for option in _type_options(field_type[0]))
+
+
 def _yaml_value(where, action, field_type, value):
     """A YAML value converted for the parser, or UsageError naming `where` (file: key) and what the key takes.
 
@@ -197,6 +203,9 @@ def _yaml_value(where, action, field_type, value):
     if type(value) is type(action.default) and value == action.default:
         return value  # the flag's own default, as config.yaml records it: `debug: null` though no --debug gives None
     if (value is None and takes_none) or (isinstance(value, dict) and takes_dict):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) \
+            and _takes_list_of_mappings(field_type):
         return value
     items = value if isinstance(value, list) else [value] if action.nargs in ("+", "*") else None
     try:

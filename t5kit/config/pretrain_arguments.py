@@ -1,11 +1,16 @@
-"""The flags pre_train_t5.py adds to the shared ones: the corpus and span corruption."""
+"""The flags pre_train_t5.py adds to the shared ones: the corpus, span corruption and the objective (span
+corruption, UL2's mixture of denoisers, prefix-LM)."""
 import codecs
+import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 import constants
 from t5kit.config.arguments import check_choices, check_data_files, check_positive
-from t5kit.errors import UsageError
+from t5kit.errors import UsageError, did_you_mean
 
 SAMPLE_BY_CHOICES = ("paragraph", "line", "document")
 DOCUMENT_SEPARATORS = ("eos", "none")
@@ -94,3 +99,101 @@ class SpanCorruptionArguments:
             raise UsageError(f"--mean_noise_span_length={self.mean_noise_span_length} must be >= 1; T5 uses 3")
         if self.input_length < 8:
             raise UsageError(f"--input_length={self.input_length} is too short for span corruption; use >= 8")
+
+
+DENOISER_KEYS = ("paradigm", "mean_noise_span_length", "noise_density", "proportion", "mode_token")
+PROPORTION_TOLERANCE = 1e-6  # room for proportions written as rounded decimals (6 x 0.1333333 + 0.2)
+
+
+@dataclass
+class ObjectiveArguments:
+    objective: str = field(default="span_corruption", metadata={
+        "help": "Pre-training objective: span_corruption (T5: --noise_density, --mean_noise_span_length), ul2 "
+                "(UL2's mixture of denoisers, Tay et al. 2022; --denoisers) or prefix_lm (T5's prefix-LM alone: "
+                "the window split at a uniform point, inputs the prefix, targets the rest). See docs/objectives.md.",
+        "choices": constants.OBJECTIVES})
+    denoisers: list[dict] | str | None = field(default=None, metadata={
+        "help": "ul2/prefix_lm: a YAML list of mappings, one per denoiser: paradigm (R, X: span corruption; S: "
+                "prefix-LM), noise_density, mean_noise_span_length (R/X), proportion (the mixture's proportions sum "
+                "to 1), mode_token (default [NLU]/[NLG]/[S2S] by paradigm; null for none). Unset: UL2's 7 "
+                "denoisers (ul2) or one S-denoiser with r=0.5 and no mode token (prefix_lm)."})
+
+    def __post_init__(self):
+        check_choices(self)
+        if isinstance(self.denoisers, str):
+            self.denoisers = parse_denoisers_text(self.denoisers)
+        if self.objective == "span_corruption":
+            if self.denoisers is not None:
+                raise UsageError("--denoisers applies to --objective ul2 or prefix_lm; drop it, or pass "
+                                 "--objective ul2")
+            return
+        if self.denoisers is None:
+            self.denoisers = constants.UL2_DENOISERS if self.objective == "ul2" else constants.PREFIX_LM_DENOISERS
+        self.denoisers = check_denoisers(self.denoisers, self.objective)
+
+
+def parse_denoisers_text(text):
+    """--denoisers on the command line: the YAML list as one string."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise UsageError(f"--denoisers is not valid YAML: {str(err).splitlines()[0]}") from None
+
+
+def check_denoisers(denoisers, objective):
+    """Filled copies of the denoiser mappings (every key set), or UsageError naming the item and the fix."""
+    if not isinstance(denoisers, (list, tuple)) or not denoisers:
+        raise UsageError(f"--denoisers must be a non-empty YAML list of mappings (paradigm, noise_density, "
+                         f"mean_noise_span_length, proportion, mode_token), got {denoisers!r}")
+    filled = [check_denoiser(f"--denoisers item {number}", item) for number, item in enumerate(denoisers, 1)]
+    if objective == "prefix_lm" and any(d["paradigm"] != "S" for d in filled):
+        raise UsageError("--objective prefix_lm takes only S denoisers (paradigm: S); use --objective ul2 to mix in "
+                         "R and X denoisers")
+    total = math.fsum(d["proportion"] for d in filled)
+    if abs(total - 1) > PROPORTION_TOLERANCE:
+        raise UsageError(f"--denoisers proportions sum to {total:g}, not 1; make them add up to 1 (UL2's default "
+                         f"gives S {constants.UL2_S_PROPORTION} and each R/X denoiser 2/15)")
+    return filled
+
+
+def check_denoiser(where, item):
+    if not isinstance(item, dict):
+        raise UsageError(f"{where}: expected a mapping with keys {', '.join(DENOISER_KEYS)}, got {item!r}")
+    for key in item:
+        if key not in DENOISER_KEYS:
+            raise UsageError(f"{where}: unknown denoiser setting {key!r}{did_you_mean(key, DENOISER_KEYS)}")
+    paradigm = item.get("paradigm")
+    if paradigm not in constants.UL2_PARADIGMS:
+        raise UsageError(f"{where}: paradigm {paradigm!r} is not a UL2 paradigm"
+                         f"{did_you_mean(paradigm, constants.UL2_PARADIGMS)} (R, X: span corruption; S: prefix-LM)")
+    density = number_setting(where, item, "noise_density")
+    prefix_lm = paradigm == "S"
+    if not 0 < density < 1 or (prefix_lm and density > 0.5):
+        bound = "(0, 0.5] for S (T5's random_prefix_noise_mask)" if prefix_lm else "(0, 1)"
+        raise UsageError(f"{where}: noise_density={density} must be in {bound}")
+    span = None
+    if prefix_lm:
+        if item.get("mean_noise_span_length") is not None:
+            raise UsageError(f"{where}: an S-denoiser has no mean_noise_span_length (its target is the rest of the "
+                             "window); drop it")
+    else:
+        span = number_setting(where, item, "mean_noise_span_length")
+        if span < 1:
+            raise UsageError(f"{where}: mean_noise_span_length={span} must be >= 1 (tokens)")
+    proportion = number_setting(where, item, "proportion")
+    if not 0 < proportion <= 1:
+        raise UsageError(f"{where}: proportion={proportion} must be in (0, 1]")
+    mode_token = item.get("mode_token", constants.UL2_MODE_TOKENS[paradigm])
+    if mode_token is not None and (not isinstance(mode_token, str) or not mode_token or mode_token != "".join(
+            mode_token.split())):
+        raise UsageError(f"{where}: mode_token {mode_token!r} must be a non-empty string without spaces (or null "
+                         "for none)")
+    return {"paradigm": paradigm, "mean_noise_span_length": span, "noise_density": density,
+            "proportion": proportion, "mode_token": mode_token}
+
+
+def number_setting(where, item, key):
+    value = item.get(key)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise UsageError(f"{where}: {key} must be a number, got {value!r}")
+    return float(value)

@@ -212,8 +212,9 @@ def _sources(data_args):
 
 def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args, cache_dir=None,
                                trust_remote_code=False):
-    """Loads, tokenises and packs the corpus; returns (train, eval) datasets of tokens_length windows (streams:
-    PackedWindowStream)."""
+    """Loads, tokenises and packs the corpus; returns (train, eval, counts): datasets of tokens_length windows
+    (streams: PackedWindowStream) and the documents and windows of each split (None where a stream leaves them
+    unknown), for the model card and metrics.json."""
     raw = load_raw_corpus(data_args, cache_dir, trust_remote_code)
     train_source, validation_source = _sources(data_args)
     check_text_column(raw["train"], data_args.text_column, train_source, data_args.train_files or (),
@@ -230,22 +231,31 @@ def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_arg
                                                  train_source)
 
     if data_args.streaming:
-        return stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args)
+        train, validation = stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args)
+        counts = {"train_documents": None, "train_windows": None, "validation_documents": None,
+                  "validation_windows": len(validation) if hasattr(validation, "__len__") else None}
+        return train, validation, counts
 
-    def tokenize_and_pack(dataset, source):
+    counts = {}
+
+    def tokenize_and_pack(dataset, source, split):
         tokenized = tokenize_documents(dataset, tokenizer, data_args.text_column,
                                        data_args.preprocessing_num_workers, data_args.overwrite_cache,
                                        append_eos=data_args.document_separator == "eos")
-        return pack_windows(tokenized, tokens_length, source)
+        windows = pack_windows(tokenized, tokens_length, source)
+        counts.update({f"{split}_documents": len(tokenized), f"{split}_windows": len(windows)})
+        return windows
 
     with training_args.main_process_first(desc="tokenising and packing the corpus"):
-        train = tokenize_and_pack(train, train_source)
+        train = tokenize_and_pack(train, train_source, "train")
         # A held-out split comes from the training files.
         validation_source = validation_source if raw["validation"] is not None else train_source
-        validation = tokenize_and_pack(validation, validation_source) if validation is not None else None
+        validation = tokenize_and_pack(validation, validation_source, "validation") if validation is not None \
+            else None
     if data_args.max_eval_samples is not None:
         validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
-    return train, validation
+        counts["validation_windows"] = len(validation)
+    return train, validation, counts
 
 
 def stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args):

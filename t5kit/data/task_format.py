@@ -23,11 +23,12 @@ from constants import (
     NO_LABEL_TARGET,
     STSB_TARGET_RESOLUTION,
 )
-from t5kit.errors import UsageError, did_you_mean
+from t5kit.errors import UsageError, closest_names, did_you_mean
 
 logger = logging.getLogger(__name__)
 
 TASK_TYPES = tuple(METRIC_NAMES_BY_TASK_TYPE)
+DEFAULT_BENCHMARK = "glue"  # where a bare task name is looked up first (fine_tune_t5.py's --benchmark default)
 REQUIRED_KEYS = ("task_type", "prefix", "text_column_name", "label_column_name", "labels", "metric_names",
                  "metric_to_optimize")
 # Keys a YAML-declared task may set (the registry's data-location keys are for built-in tasks only).
@@ -36,12 +37,36 @@ ROW_FORMAT_GROUPS = {"multirc": "exact_match", "axg": "gender_parity"}  # the gr
 
 
 def get_task_vals(benchmark: str, task: str, registry: Mapping = DATASET_VALS) -> dict:
-    """A copy of registry[benchmark][task] plus its "name" ("glue/sst2"); unknown names raise UsageError."""
+    """A copy of registry[benchmark][task] plus its "name" ("glue/sst2"); unknown names raise UsageError naming the
+    one closest name (the choices follow: "superglue" is super_glue, and offering glue too would only blur that)."""
     if benchmark not in registry:
         raise UsageError(f"unknown --benchmark '{benchmark}'{did_you_mean(benchmark, registry)}")
     if task not in registry[benchmark]:
-        raise UsageError(f"unknown task '{task}' for --benchmark {benchmark}{did_you_mean(task, registry[benchmark])}")
+        raise UsageError(f"unknown task '{task}' for --benchmark {benchmark}"
+                         f"{did_you_mean(task, registry[benchmark])}")
     return dict(copy.deepcopy(registry[benchmark][task]), name=f"{benchmark}/{task}")
+
+
+def find_task(name: str, custom_tasks: Mapping | None = None, registry: Mapping = DATASET_VALS) -> dict:
+    """predict_t5.py's --task: "benchmark/task"; a bare task name, looked up in DEFAULT_BENCHMARK first (as
+    fine_tune_t5.py's --benchmark default: "rte" is glue/rte), then in the benchmarks that hold it; or a YAML-declared
+    task recorded in the model card (custom_tasks: name -> spec). Unknown names raise UsageError."""
+    custom_tasks = custom_tasks or {}
+    if name in custom_tasks:
+        return build_task_vals(dict(custom_tasks[name]), name=name)
+    benchmark, _, task = name.rpartition("/")
+    holders = [benchmark] if benchmark in registry else [] if benchmark else \
+        sorted(registry, key=lambda b: b != DEFAULT_BENCHMARK)
+    holders = [b for b in holders if task in registry[b]]
+    if holders:
+        return get_task_vals(holders[0], task, registry)
+    qualified = {f"{b}/{t}": f"{b}/{t}" for b in registry for t in registry[b]}
+    by_bare = {t: f"{b}/{t}" for b in registry for t in registry[b]}
+    close = dict.fromkeys(qualified.get(c) or by_bare[c] for c in closest_names(name, [*qualified, *by_bare]))
+    recorded = f" (the model card declares {', '.join(custom_tasks)})" if custom_tasks else ""
+    fix = f"did you mean {' or '.join(map(repr, close))}? (--task none feeds the inputs as they are)" if close else \
+        "name one as benchmark/task (constants.DATASET_VALS), or pass --task none to feed the inputs as they are"
+    raise UsageError(f"--task {name!r} is no task of the registry{recorded}; {fix}")
 
 
 def normalize_text(text: str) -> str:

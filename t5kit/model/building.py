@@ -7,8 +7,7 @@ import torch
 import transformers
 from packaging.version import Version
 from safetensors import SafetensorError
-from transformers import AutoConfig, AutoTokenizer, T5Config, T5ForConditionalGeneration, T5TokenizerFast
-from transformers.models.t5.modeling_t5 import T5Attention
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, T5Config, T5TokenizerFast
 
 import constants
 from t5kit.errors import UsageError
@@ -17,7 +16,9 @@ from t5kit.model import t5_flex_attention  # registers --attn_implementation t5_
 logger = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
 FUSED_T5_ATTENTION_SINCE = "5.20"  # the first transformers whose T5 gives SDPA a contiguous position-bias mask
-T5_MODEL_TYPES = ("t5", "mt5")  # what T5ForConditionalGeneration loads
+# The T5 family, loaded through AutoModelForSeq2SeqLM: T5 1.0/1.1 and Flan-T5 ("t5"), mT5, UMT5 (a relative position
+# bias in every layer), LongT5 (local or transient-global encoder attention).
+T5_MODEL_TYPES = ("t5", "mt5", "umt5", "longt5")
 RANDOM_INIT_DROPOUT_RATE = 0.0  # T5 v1.1 pre-training turned dropout off (released_checkpoints.md)
 
 
@@ -38,21 +39,22 @@ def check_t5_tokenizer(tokenizer, name):
     return [ids[0] for ids in encoded]
 
 
-def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False):
-    """Loads a fast tokenizer by hub name or folder and checks it has T5's special tokens."""
+def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False, flag="--tokenizer_name_or_path"):
+    """Loads a fast tokenizer by hub name or folder and checks it has T5's special tokens; `flag` is the one
+    messages name (predict_t5.py reads the tokenizer from --model_name_or_path by default)."""
     # A bare folder (spiece.model/tokenizer.json, no tokenizer_config.json) loads through AutoTokenizer
     # without T5's special tokens, so it is read as a T5 tokenizer explicitly.
     bare_folder = Path(name_or_path).is_dir() and not (Path(name_or_path) / "tokenizer_config.json").exists()
     if bare_folder and not any((Path(name_or_path) / name).is_file() for name in TOKENIZER_FILES):
         # T5TokenizerFast would build a vocabulary of only the special tokens from it: every word unknown.
-        raise UsageError(f"--tokenizer_name_or_path {name_or_path} holds no tokenizer (none of tokenizer_config.json, "
-                         f"{', '.join(TOKENIZER_FILES)}); pass a T5 tokenizer folder or build one with "
-                         "train_tokenizer.py")
+        raise UsageError(f"{flag} {name_or_path} holds no tokenizer (none of tokenizer_config.json, "
+                         f"{', '.join(TOKENIZER_FILES)}); pass a T5 tokenizer folder (--tokenizer_name_or_path) or "
+                         "build one with train_tokenizer.py")
     loader = T5TokenizerFast if bare_folder else AutoTokenizer
     try:
         tokenizer = loader.from_pretrained(name_or_path, cache_dir=cache_dir, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
-        raise UsageError(f"cannot load tokenizer {name_or_path!r} (--tokenizer_name_or_path): "
+        raise UsageError(f"cannot load tokenizer {name_or_path!r} ({flag}): "
                          f"{str(err).splitlines()[0]}; offline, pass a local folder") from None
     check_t5_tokenizer(tokenizer, name_or_path)
     return tokenizer
@@ -85,14 +87,21 @@ def build_t5_config(model_size, tokenizer, dropout_rate=0.0):
 
 
 def new_t5_model(config):
-    """A randomly initialised T5ForConditionalGeneration. With `config.tie_word_embeddings` False (T5 v1.1: "no
-    parameter sharing between embedding and classifier layer") lm_head is its own parameter, initialised by
-    transformers' rule for an untied T5 head (T5PreTrainedModel._init_weights: normal, std = initializer_factor);
-    the encoder and decoder still read the one shared input embedding, as in T5 v1.1."""
-    model = T5ForConditionalGeneration(config)
-    if not config.tie_word_embeddings:
-        # Untied, transformers ties nothing: the encoder and decoder would each get an embedding of their own.
-        model.set_input_embeddings(model.get_input_embeddings())
+    """A randomly initialised model of the T5 family (T5ForConditionalGeneration for a T5Config). With
+    `config.tie_word_embeddings` False (T5 v1.1: "no parameter sharing between embedding and classifier layer")
+    lm_head is its own parameter, initialised by transformers' rule for an untied T5 head
+    (T5PreTrainedModel._init_weights: normal, std = initializer_factor); the encoder and decoder still read the one
+    shared input embedding, as in T5 v1.1."""
+    return share_input_embedding(AutoModelForSeq2SeqLM.from_config(config))  # T5ForConditionalGeneration for T5
+
+
+def share_input_embedding(model):
+    """The encoder and decoder read the model's one input embedding module (`shared`), not modules of their own
+    that hold its weight. Untied, transformers ties nothing, so each stack would get an embedding of its own; tied,
+    the stacks hold their own modules around the shared weight, which FSDP2 refuses (accelerate's
+    fsdp2_prepare_model shards the input embedding as one unit, and fully_shard rejects a parameter that another
+    module of another unit also holds)."""
+    model.set_input_embeddings(model.get_input_embeddings())
     return model
 
 
@@ -117,7 +126,7 @@ def load_model_config(name_or_path, cache_dir=None, trust_remote_code=False):
 
 class _ExpectedUntiedHeadWarning(logging.Filter):
     """Drops transformers' warning that lm_head and the embedding differ although the config ties them: T5Config
-    always reads back as tied (see t5_config), so every untied T5 checkpoint (T5 v1.1 ones) raises it."""
+    always reads back as tied (see t5_config), so every untied T5 checkpoint (T5 v1.1, Flan-T5) raises it."""
 
     def filter(self, record):
         message = record.getMessage()
@@ -125,25 +134,48 @@ class _ExpectedUntiedHeadWarning(logging.Filter):
 
 
 def load_pretrained_t5(name_or_path, cache_dir=None, trust_remote_code=False, **config_overrides):
-    """Loads an existing T5 model (load_model_config refuses other architectures). A checkpoint with its own
-    lm_head (T5 v1.1, or a model this toolkit built from a v1.1 preset) loads untied, and its config says so, so
-    that resize_token_embeddings and saving keep it untied. config_overrides: T5Config values to replace
-    (dropout_rate)."""
-    load_model_config(name_or_path, cache_dir, trust_remote_code)
+    """Loads an existing model of the T5 family with the Auto class (load_model_config refuses other
+    architectures). A checkpoint with its own lm_head (T5 v1.1, Flan-T5, mT5, UMT5, or a model this toolkit built
+    from a v1.1 preset) loads untied, and its config says so, so that resize_token_embeddings and saving keep it
+    untied. config_overrides: config values to replace (dropout_rate)."""
+    config = load_model_config(name_or_path, cache_dir, trust_remote_code)
     quiet = _ExpectedUntiedHeadWarning()
     transformers_logger = logging.getLogger("transformers.modeling_utils")
     transformers_logger.addFilter(quiet)
     try:
-        model = T5ForConditionalGeneration.from_pretrained(name_or_path, cache_dir=cache_dir, **config_overrides)
+        model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, cache_dir=cache_dir, **config_overrides)
     except (OSError, ValueError, SafetensorError) as err:  # no weights file, or an unreadable one
         raise UsageError(f"cannot load the weights of {name_or_path!r} (--model_name_or_path): "
                          f"{str(err).splitlines()[0]}") from None
     finally:
         transformers_logger.removeFilter(quiet)
+    share_input_embedding(model)
     if has_untied_output_layer(model):
         model.config.tie_word_embeddings = False
         logger.info("%s has its own output layer (lm_head not tied to the embedding, as in T5 v1.1)", name_or_path)
+    logger.info("%s: %s (%s)", name_or_path, type(model).__name__, describe_family(config))
     return model
+
+
+def describe_family(config):
+    """'t5 v1.1 (gated-gelu, untied)', 'longt5 transient-global attention', ...: what a log line says was loaded."""
+    if config.model_type == "longt5":
+        return f"longt5 {config.encoder_attention_type} encoder attention"
+    untied = not getattr(config, "tie_word_embeddings", True) or config.model_type != "t5"
+    return f"{config.model_type}, {config.feed_forward_proj} feed-forward, {'untied' if untied else 'tied'} lm_head"
+
+
+def choose_attn_implementation(model, requested):
+    """--attn_implementation for the loaded class: LongT5 has no SDPA kernels in transformers and runs eager
+    (said in the log); t5_flex is registered for T5's own attention only."""
+    if requested == t5_flex_attention.NAME and model.config.model_type != "t5":
+        raise UsageError(f"--attn_implementation {requested} applies to t5 models, not {model.config.model_type}; "
+                         "use sdpa or eager")
+    if requested == "sdpa" and not getattr(model, "_supports_sdpa", False):
+        logger.info("%s has no SDPA attention in transformers %s: it runs eager attention", type(model).__name__,
+                    transformers.__version__)
+        return "eager"
+    return requested
 
 
 def build_model(model_args, tokenizer, use_cpu=False):
@@ -167,7 +199,7 @@ def build_model(model_args, tokenizer, use_cpu=False):
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
     cast_position_bias_under_autocast(model)
-    model.set_attn_implementation(model_args.attn_implementation)
+    model.set_attn_implementation(choose_attn_implementation(model, model_args.attn_implementation))
     warn_if_t5_attention_runs_unfused(transformers.__version__)
     return model
 
@@ -187,8 +219,10 @@ def cast_position_bias_under_autocast(model):
     kernels ("invalid dtype for bias") and runs the unfused math path. Casting the bias to the autocast dtype gives
     SDPA one dtype; without autocast (fp32 training) the hook returns the bias unchanged."""
     for module in model.modules():
-        if isinstance(module, T5Attention) and module.has_relative_attention_bias:
-            module.relative_attention_bias.register_forward_hook(_bias_to_autocast_dtype)
+        if getattr(module, "has_relative_attention_bias", False):  # the T5 family's attention classes
+            for bias in ("relative_attention_bias", "global_relative_attention_bias"):  # the second: LongT5 TGlobal
+                if isinstance(getattr(module, bias, None), torch.nn.Embedding):
+                    getattr(module, bias).register_forward_hook(_bias_to_autocast_dtype)
 
 
 def _bias_to_autocast_dtype(module, inputs, bias):
@@ -198,11 +232,38 @@ def _bias_to_autocast_dtype(module, inputs, bias):
     return bias
 
 
-def load_tokenizer_and_model(model_args, use_cpu=False):
-    """Step 5 of every entry script: the checked tokenizer, then the model sized to it."""
+def add_mode_tokens(tokenizer, tokens):
+    """Adds UL2's paradigm tokens ([NLU], [NLG], [S2S]) the tokenizer lacks, as special tokens (never split,
+    kept by decoding's skip_special_tokens=False), before the model is sized to the tokenizer. Refuses a token that
+    is already one of the tokenizer's own special tokens (pad, EOS, unk, a sentinel) or that does not then encode to
+    one id. Returns the tokens added."""
+    reserved = {tokenizer.pad_token, tokenizer.eos_token, tokenizer.unk_token,
+                *(f"<extra_id_{i}>" for i in range(constants.NUM_SENTINELS))}
+    for token in tokens:
+        if token in reserved:
+            raise UsageError(f"--denoisers mode_token {token!r} is one of the tokenizer's own special tokens (pad, "
+                             "EOS, unk or a sentinel), which the tokenizer cannot also hold as a paradigm token; "
+                             "pick another, e.g. [NLU]")
+    known = tokenizer.get_vocab()
+    missing = [token for token in tokens if token not in known]
+    if missing:
+        tokenizer.add_tokens(missing, special_tokens=True)
+        logger.info("added the paradigm token(s) %s to the tokenizer", ", ".join(missing))
+    for token in tokens:
+        ids = tokenizer(token, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise UsageError(f"--denoisers mode_token {token!r} encodes to {len(ids)} ids, not one, even once added "
+                             "to the tokenizer; pick another, e.g. [NLU]")
+    return missing
+
+
+def load_tokenizer_and_model(model_args, use_cpu=False, mode_tokens=()):
+    """Step 5 of every entry script: the checked tokenizer (with UL2's paradigm tokens where the objective has
+    them), then the model sized to it."""
     if model_args.model_name_or_path:  # a folder of another architecture is a model problem, said as such
         load_model_config(model_args.model_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
     tokenizer = load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
+    add_mode_tokens(tokenizer, mode_tokens)
     return tokenizer, build_model(model_args, tokenizer, use_cpu)
 
 

@@ -1,4 +1,5 @@
-"""Predictions files: one per task split (input, target, prediction, correct), and the leaderboard files.
+"""Predictions files: one per task split (input, target, prediction, correct), the leaderboard files, and
+predict_t5.py's output file.
 
 GLUE submission files (gluebenchmark.com/faq, and the GLUE baselines' `write_preds`) are named by task
 ("SST-2.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "STS-B.tsv", "AX.tsv") with the columns `index` and `prediction`: label
@@ -151,3 +152,20 @@ def write_leaderboard_file(output_dir, split, predictions):
         return None
     writers = {"glue": write_glue_submission, "super_glue": write_superglue_submission}
     return writers[benchmark](output_dir, split, predictions) if benchmark in writers else None
+
+
+def write_predict_file(path, rows, columns):
+    """predict_t5.py's output: one row per example in input order, as .jsonl (one object a line) or .tsv (a header,
+    csv-quoted where a field holds a tab, quote or newline); written atomically, so an interrupted run leaves no
+    half file."""
+    path = Path(path)
+    with atomic_write(path) as handle:
+        if path.suffix.lower() == ".jsonl":
+            handle.writelines(json.dumps({column: row[column] for column in columns}, ensure_ascii=False) + "\n"
+                              for row in rows)
+        else:
+            writer = csv.DictWriter(handle, fieldnames=columns, delimiter="\t", lineterminator="\n",
+                                    extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+    return path

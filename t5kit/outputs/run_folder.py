@@ -14,6 +14,10 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.json"
 LOSS_CURVE_FILE = "loss_curve.png"
 EVAL_LOG_FILE = "eval_log.jsonl"  # one line per evaluation, as it happens (train/callbacks.py)
+RUN_LOG_FILE = "out.log"  # everything the run logged (run_log.py)
+MODEL_CARD_FILE = "README.md"  # the model card (model_card.py), the name the hub shows
+ADAPTER_CONFIG_FILE = "adapter_config.json"  # peft's, beside adapter_model.safetensors (--peft lora)
+MERGED_MODEL_DIR = "merged"  # --merge_adapters: the base model with the adapters merged in (model/lora.py)
 
 
 def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):

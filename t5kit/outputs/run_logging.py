@@ -1,17 +1,38 @@
-"""What a run logs: per-process log levels and the start-up summary (tokens/s: train/callbacks.py)."""
+"""What a run logs: the console and out.log handlers, per-process log levels and the start-up summary (tokens/s:
+train/callbacks.py; out.log itself: run_log.py)."""
 import logging
 import sys
 
 import datasets
 import transformers
 
+from t5kit.outputs import run_log
+
 logger = logging.getLogger(__name__)
+CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+CONSOLE_DATE_FORMAT = "%H:%M:%S"
+
+
+def console_handler():
+    """stdout, secrets masked, without the records meant for out.log alone."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(run_log.MaskingFormatter(CONSOLE_FORMAT, CONSOLE_DATE_FORMAT))
+    handler.addFilter(run_log.console_only)
+    return handler
+
+
+def setup_console_logging(level=logging.INFO):
+    """For commands that write no run folder (predict_t5.py): the console alone."""
+    logging.basicConfig(handlers=[console_handler()], level=level, force=True)
+    logging.captureWarnings(True)
 
 
 def setup_logging(training_args):
-    """One format for every module; replicas log warnings only, as HF examples do."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
-                        handlers=[logging.StreamHandler(sys.stdout)], force=True)
+    """One format for every module; replicas log warnings only, as HF examples do. out.log (run_log.py) collects
+    the same records, held in memory until step 8 opens the file."""
+    logging.basicConfig(handlers=[console_handler()], force=True)
+    run_log.attach(run_log.RunLogHandler(training_args.process_index))
+    logging.captureWarnings(True)  # warnings.warn from any library: into the log, and so into out.log
     # HF's default log_level "passive" would leave the main process at WARNING and hide the start-up summary.
     level = training_args.get_process_log_level()
     if training_args.should_log and training_args.log_level == "passive":

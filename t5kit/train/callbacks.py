@@ -4,9 +4,11 @@
 - WandbConfigCallback: the run record (config.yaml's flags and derived values) into the W&B run config;
 - EvalLogCallback: one JSON line per evaluation in OUTPUT_DIR/eval_log.jsonl, as it happens (sweep.py reads it
   while a trial trains, so an early-terminating sweep can stop a poor trial after a few evaluations);
-- CollatorEpochCallback (pre-training): new span-corruption masks each epoch.
+- CollatorEpochCallback (pre-training): new span-corruption masks each epoch;
+- RunLogCallback: every log line the Trainer prints (loss, lr, tokens/s, evaluations) into out.log too.
 """
 import json
+import logging
 import math
 import sys
 import time
@@ -14,9 +16,11 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from t5kit.cli import RUN_LOG_ONLY
 from t5kit.outputs.atomic_files import atomic_write
 from t5kit.outputs.run_folder import EVAL_LOG_FILE
 
+logger = logging.getLogger(__name__)
 EVAL_PREFIX = "eval_"
 
 
@@ -95,3 +99,15 @@ class CollatorEpochCallback(TrainerCallback):
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         self.collator.set_epoch(math.floor(state.epoch + 1e-6))  # state.epoch is a float progress counter
+
+
+class RunLogCallback(TrainerCallback):
+    """Logs each of the Trainer's log lines, as `step N/T: {...}`, into out.log (rank 0). The Trainer prints them
+    (PrinterCallback, or tqdm's write) instead of logging them, so without this out.log would hold no loss; the
+    record is marked for out.log alone because the console shows the printed line already. Listed after
+    ThroughputCallback, so the line carries tokens_per_second."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and state.is_world_process_zero:
+            logger.info("step %d/%d: %s", state.global_step, state.max_steps, json.dumps(logs),
+                        extra={RUN_LOG_ONLY: True})

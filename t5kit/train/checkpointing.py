@@ -29,6 +29,7 @@ from t5kit.train.preemption import PreemptionCallback
 logger = logging.getLogger(__name__)
 
 STAGING_DIR = ".saving"  # starts with a dot: HF's and our checkpoint-N globs never see it
+FULL_STATE_DICT = "FULL_STATE_DICT"  # torch's StateDictType name, which accelerate's FSDP plugin takes
 
 
 class SafeCheckpointMixin:
@@ -49,6 +50,22 @@ class SafeCheckpointMixin:
                 raise UsageError(f"no valid checkpoint in {self.args.output_dir} to resume from")
         self.resumed_from = resume_from_checkpoint
         return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    # ---- the final model ----
+    def save_model(self, output_dir=None, _internal_call=False):
+        """The entry scripts' final save writes one model that from_pretrained reads, also under FSDP with sharded
+        checkpoints (fsdp_state_dict_type SHARDED_STATE_DICT, what resume reads; HF's internal calls stay so)."""
+        plugin = getattr(self.accelerator.state, "fsdp_plugin", None)
+        if plugin is None or _internal_call:
+            return super().save_model(output_dir, _internal_call)
+        if plugin.fsdp_version != 2:
+            plugin.set_state_dict_type(FULL_STATE_DICT)  # FSDP1: HF's save gathers a full state dict itself
+            return super().save_model(output_dir, _internal_call)
+        # FSDP2: every process gathers each parameter (a collective; tied ones once), rank 0 writes. accelerate's
+        # get_state_dict (torch's get_model_state_dict) hands CPU-sharded parameters back still sharded.
+        state_dict = full_state_dict(self.model, keep=self.args.should_save)
+        if self.args.should_save:
+            self._save(output_dir or self.args.output_dir, state_dict=state_dict)
 
     # ---- atomic save ----
     def _get_output_dir(self, trial):
@@ -95,6 +112,20 @@ class SafeCheckpointMixin:
             logger.info("deleting %s (--save_total_limit %d)", folder, limit)
             delete_checkpoint(folder, run_dir / STAGING_DIR)
             excess -= 1
+
+
+def full_state_dict(model, keep=True):
+    """{name: full CPU tensor} of a model whose parameters may be FSDP2 DTensors; every process must call it (each
+    gather is a collective), and only one that keeps it holds the result. Tied parameters are gathered once and
+    stay one tensor, so that save_pretrained sees them tied."""
+    gathered, state_dict = {}, {}
+    for name, value in model.state_dict().items():
+        if id(value) not in gathered:
+            full = value.full_tensor() if hasattr(value, "full_tensor") else value
+            gathered[id(value)] = full.detach().cpu() if keep else None
+        if keep:
+            state_dict[name] = gathered[id(value)]
+    return state_dict
 
 
 def unstage(path, staging, run_dir):

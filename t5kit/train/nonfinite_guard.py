@@ -108,6 +108,9 @@ class NonFiniteGuardMixin:
         if self.accelerator.num_processes > 1:
             loss_bad = (self.accelerator.reduce(loss_bad, reduction="sum") > 0).float()
         # DeepSpeed hands a float (or None); the gradients are already all-reduced, so every process has this norm.
+        # FSDP2 hands a DTensor (the norm over every shard): its full value, which every process computes.
+        if hasattr(grad_norm, "full_tensor"):
+            grad_norm = grad_norm.full_tensor()
         norm = torch.as_tensor(0.0 if grad_norm is None else grad_norm, dtype=torch.float32, device=step_loss.device)
         norm_bad = torch.zeros_like(loss_bad) if self.args.fp16 else (~torch.isfinite(norm)).float()
         return torch.stack([loss_bad, norm_bad, step_loss, norm])

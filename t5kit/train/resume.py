@@ -4,12 +4,12 @@ import json
 from pathlib import Path
 
 from t5kit.errors import UsageError
-from t5kit.outputs.run_folder import METRICS_FILE, check_output_dir
+from t5kit.outputs.run_folder import ADAPTER_CONFIG_FILE, METRICS_FILE, check_output_dir
 from t5kit.train import checkpoint_manifest
 
-# What a checkpoint's weights must agree on with the model built now (T5Config names).
-ARCHITECTURE_KEYS = ("d_model", "d_ff", "d_kv", "num_heads", "num_layers", "num_decoder_layers", "vocab_size",
-                     "feed_forward_proj", "tie_word_embeddings")
+# What a checkpoint's weights must agree on with the model built now (T5-family config names).
+ARCHITECTURE_KEYS = ("model_type", "d_model", "d_ff", "d_kv", "num_heads", "num_layers", "num_decoder_layers",
+                     "vocab_size", "feed_forward_proj", "tie_word_embeddings", "encoder_attention_type")
 
 
 def prepare_output_dir(training_args):
@@ -32,7 +32,13 @@ def prepare_output_dir(training_args):
 
 def check_checkpoint_fits(checkpoint, model):
     """Refuses to resume from a checkpoint saved by another architecture (HF would fail mid-load with a long
-    size-mismatch trace, after config.yaml is written)."""
+    size-mismatch trace, after config.yaml is written), or with adapters where this run has none, or the reverse."""
+    holds_adapters = bool(checkpoint) and (Path(checkpoint) / ADAPTER_CONFIG_FILE).is_file()
+    if checkpoint and holds_adapters != hasattr(model, "peft_config"):
+        kind = "LoRA adapters" if holds_adapters else "a full model"
+        raise UsageError(f"--resume_from_checkpoint {checkpoint} holds {kind}, but this run "
+                         f"{'fine-tunes the full model' if holds_adapters else 'trains LoRA adapters'}; resume with "
+                         "that run's flags (its config.yaml, --peft) or start a new --output_dir")
     saved_config = Path(checkpoint or "") / "config.json"
     if not checkpoint or not saved_config.is_file():
         return

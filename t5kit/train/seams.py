@@ -24,7 +24,10 @@ PRIVATE_HOOKS = {
     "_get_train_sampler": ("train_dataset",),  # task_trainer: length buckets
     "_get_eval_sampler": ("eval_dataset",),  # task_trainer: file order
 }
-PRIVATE_CALLS = {"_prepare_inputs": ("inputs",)}  # task_trainer: rank scoring moves its batch to the device
+# Public methods we override that take a private parameter (their callers inside Trainer pass it).
+PRIVATE_PARAMETERS = {"save_model": ("output_dir", "_internal_call")}  # checkpointing: FSDP's final full save
+PRIVATE_CALLS = {"_prepare_inputs": ("inputs",),  # task_trainer: rank scoring moves its batch to the device
+                 "_save": ("output_dir", "state_dict")}  # checkpointing: FSDP2's final model, gathered
 ADAFACTOR_PRIVATE = {"_approx_sq_grad": ("exp_avg_sq_row", "exp_avg_sq_col")}  # optim/grouped_adafactor.py
 
 # Inclusive ranges the test suite passed on. requirements.txt pins transformers' upper bound to the last one.

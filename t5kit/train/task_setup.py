@@ -20,6 +20,13 @@ def check_model_to_evaluate(model_args, training_args):
                          "name), or drop --do_train false to fine-tune first")
 
 
+def check_peft_base_model(model_args, training_args):
+    """LoRA adapts an existing model: adapters on a random init would train a frozen random network."""
+    if training_args.peft and model_args.model_name_or_path is None:
+        raise UsageError(f"--peft {training_args.peft} adapts an existing model: pass --model_name_or_path (a "
+                         "folder or hub name), or drop --peft for full fine-tuning")
+
+
 def check_label_scoring(data_args, tasks):
     """Rank scoring needs label words: refused when no task has them, noted when only some do."""
     if data_args.label_scoring != "rank":

@@ -1,0 +1,89 @@
+"""Batch inference: inputs tokenised once, sorted by length, cut into batches padded to their own longest row
+(dynamic padding), generated (greedy or beams) or scored by label words, and put back in input order.
+
+    ids, truncated = inference.tokenize_inputs(tokenizer, texts, max_source_length)
+    texts = inference.predict(model, tokenizer, ids, batch_size=32, max_new_tokens=8)         # generation
+    words = inference.predict(model, tokenizer, ids, batch_size=32, label_words=["yes", "no"])   # rank scoring
+
+Why sorted: a batch in file order pads every row to the batch's longest, so the encoder and the cross-attention of
+every decoding step work on padding (GLUE dev sets: about half of the tokens); sorted batches hold rows of nearly
+equal length (bench/predict.py measures the difference). The longest batch goes first, so an out-of-memory error
+shows at once. On a CUDA GPU with bf16 the forward passes run under bf16 autocast.
+"""
+import contextlib
+
+import torch
+from tqdm.auto import tqdm
+
+from metrics import rank_label_words, score_label_words
+
+DECODER_START_TOKENS = 1  # T5 starts decoding from one pad token, which generate's max_length counts
+
+
+def tokenize_inputs(tokenizer, texts, max_source_length):
+    """(input id lists, how many were cut): each cut to max_source_length keeping EOS last, as training does."""
+    ids = tokenizer(list(texts), verbose=False).input_ids
+    cut = sum(len(row) > max_source_length for row in ids)
+    eos = tokenizer.eos_token_id
+    return [row if len(row) <= max_source_length else row[:max_source_length - 1] + [eos] for row in ids], cut
+
+
+def length_sorted_batches(lengths, batch_size) -> list:
+    """Lists of example indices, longest examples first; equal lengths keep input order (a stable sort)."""
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def pad_batch(rows, pad_id, device):
+    """input_ids, attention_mask: (B, longest row of this batch), padded on the right with pad_id."""
+    longest = max(len(row) for row in rows)
+    input_ids = torch.full((len(rows), longest), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), longest), dtype=torch.long)
+    for i, row in enumerate(rows):
+        input_ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        attention_mask[i, :len(row)] = 1
+    return input_ids.to(device), attention_mask.to(device)
+
+
+def autocast(device, bf16):
+    """bf16 autocast where asked (predict_arguments fills bf16 with the GPU's support), else nothing."""
+    if not bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+
+
+def decode_texts(tokenizer, ids, keep_sentinels=False) -> list:
+    """Generated ids -> text: special tokens dropped, or (span filling) only pad and EOS dropped, so the sentinels
+    that mark each span stay."""
+    if not keep_sentinels:
+        return tokenizer.batch_decode(ids, skip_special_tokens=True)
+    dropped = {tokenizer.pad_token_id, tokenizer.eos_token_id}
+    return [tokenizer.decode([token for token in row.tolist() if token not in dropped], skip_special_tokens=False)
+            for row in ids]
+
+
+def predict(model, tokenizer, input_ids, batch_size, label_words=None, max_new_tokens=None, num_beams=1,
+            keep_sentinels=False, bf16=False, progress=True, **generate_kwargs) -> list:
+    """One prediction per row of input_ids (lists of ids), in input order: the likeliest of label_words when given
+    (metrics.score_label_words), else the decoded generation of at most max_new_tokens tokens."""
+    device = next(model.parameters()).device
+    # max_length, not max_new_tokens: the generation config a fine-tuned model saves sets max_length, and giving
+    # both makes transformers warn on every call.
+    if label_words is None:
+        generate_kwargs.update(max_length=DECODER_START_TOKENS + max_new_tokens, num_beams=num_beams)
+    predictions = [None] * len(input_ids)
+    model.eval()
+    with torch.inference_mode(), tqdm(total=len(input_ids), unit="example", disable=not progress) as bar:
+        for batch in length_sorted_batches([len(row) for row in input_ids], batch_size):
+            ids, mask = pad_batch([input_ids[i] for i in batch], tokenizer.pad_token_id, device)  # (B, L)
+            with autocast(device, bf16):
+                if label_words is not None:
+                    scores = score_label_words(model, tokenizer, ids, mask, label_words)  # (B, n_labels)
+                    texts = rank_label_words(scores.float().cpu(), label_words)
+                else:
+                    texts = decode_texts(tokenizer, model.generate(input_ids=ids, attention_mask=mask,
+                                                                   **generate_kwargs), keep_sentinels)
+            for index, text in zip(batch, texts):
+                predictions[index] = text
+            bar.update(len(batch))
+    return predictions
