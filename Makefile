@@ -1,13 +1,14 @@
 # make test        -> creates .venv on first use, then runs the offline test suite
 # make quickstart  -> creates .venv on first use, then pre-trains a tiny T5 offline in about two minutes
 # make bench       -> the benchmark scripts under bench/ (figures printed, see README)
+# make bench-quality -> pre-trained vs random-init fine-tuning, 3 tasks x 3 seeds (docs/quality.md; hours on 2 cores)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 QUICKSTART_DATA := data/quickstart
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false
 
-.PHONY: test quickstart bench
+.PHONY: test quickstart bench bench-quality
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,3 +37,6 @@ bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/adafactor_step.py
 	$(OFFLINE) $(PY) bench/lora.py
 	$(OFFLINE) $(PY) bench/predict.py
+
+bench-quality: $(VENV)/.installed
+	$(OFFLINE) $(PY) bench/quality.py

@@ -1,6 +1,6 @@
 """Does pre-training pay? Fine-tuning accuracy from a pre-trained T5 against random init of the same shape.
 
-    make bench-quality                                     # the full benchmark: ~1 h 15 min on 2 cores
+    make bench-quality                                     # the full benchmark: hours on 2 cores
     python bench/quality.py --quick                        # a few minutes: tiny budget, one seed, SST-2 only
     python bench/quality.py --pretrain_config configs/pretrain_cpu.yaml --seeds 1 2 3 --tasks sst2 rte cola
 
