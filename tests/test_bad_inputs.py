@@ -56,7 +56,8 @@ CASES = {
     "missing_config": ("fine_tune_t5", lambda w: [str(w / "nope.yaml")], "nope.yaml not found; check the path"),
     # flags
     "unknown_flag": ("pre_train_t5", lambda w: pretrain(w) + ["--noise_densty", "0.2"],
-                     "unknown flag '--noise_densty' in the command line; did you mean '--noise_density'?"),
+                     "unknown flag '--noise_densty' in the command line; did you mean '--noise_density' or "
+                     "'--denoisers'?"),
     "bad_float": ("pre_train_t5", lambda w: pretrain(w, learning_rate="fast"), "invalid float value: 'fast'"),
     "noise_density": ("pre_train_t5", lambda w: pretrain(w, noise_density=1.5), "--noise_density=1.5 must be in"),
     "mean_span": ("pre_train_t5", lambda w: pretrain(w, mean_noise_span_length=0),
