@@ -23,7 +23,11 @@ from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.train import callbacks, resume, seams, stream_resume
 from t5kit.train.pretrain_trainer import (
-    EVAL_METRIC, PretrainTrainer, SpanCorruptionMetrics, predicted_ids_and_losses, special_target_ids,
+    EVAL_METRIC,
+    PretrainTrainer,
+    SpanCorruptionMetrics,
+    predicted_ids_and_losses,
+    special_target_ids,
 )
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,8 @@ SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "da
 LATIN1_BOOKS = ("chesterton-ball.txt", "shakespeare-caesar.txt")  # not UTF-8 (../shared/data/PROVENANCE.md)
 TASK_FOLDERS = {"sst2": "SST-2", "rte": "RTE", "cola": "CoLA"}
 TASK_METRICS = {"sst2": "eval_accuracy", "rte": "eval_accuracy", "cola": "eval_matthews_correlation"}
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false"}
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
+           "TOKENIZERS_PARALLELISM": "false"}
 
 
 def parse_args(argv=None):

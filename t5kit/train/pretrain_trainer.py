@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from transformers import Seq2SeqTrainer
 
 from constants import NUM_SENTINELS
-
 from t5kit.optim import grouped_adafactor
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
