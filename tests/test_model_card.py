@@ -167,6 +167,26 @@ class PretrainCardTest(CardTestCase):
                          ("pre_train_t5.py", [], 64))
 
 
+class UL2CardTest(CardTestCase):
+    sections = PretrainCardTest.sections
+
+    @classmethod
+    def run_into(cls, out):
+        pre_train(tiny_run_flags(str(out), str(require("gutenberg/austen-persuasion.txt")), max_steps=2,
+                                 objective="ul2", eval_strategy="steps", eval_steps=2))
+
+    def test_the_card_names_the_objective_and_lists_every_denoiser(self):
+        self.assertIn("ul2", self.card.data.tags)
+        self.assertNotIn("span-corruption", self.card.data.tags)
+        self.assertEqual({r.task_name for r in self.card.data.eval_results}, {"UL2 (mixture of denoisers)"})
+        self.assertIn("A T5 model pre-trained with UL2 (mixture of denoisers) on austen-persuasion.txt", self.text)
+        rows = re.findall(r"^\| ([RSX]) \| (.*) \|$", self.text, flags=re.M)
+        self.assertEqual([paradigm for paradigm, _ in rows], ["R", "R", "X", "X", "X", "X", "S"])
+        self.assertTrue(rows[0][1].startswith("0.15 | 3.0 | "), rows[0])
+        self.assertTrue(rows[0][1].endswith(" | [NLU]"), rows[0])
+        self.assertTrue(rows[-1][1].endswith(" | [S2S]"), rows[-1])
+
+
 del CardTestCase  # a base with no run of its own: pytest must not collect it
 
 if __name__ == "__main__":

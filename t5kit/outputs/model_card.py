@@ -263,7 +263,8 @@ def objective_text(record) -> str:
                 f"{record['mean_noise_span_length']}, each span replaced by one sentinel in the input and the kept "
                 f"text by sentinels in the target ({shapes}).")
     rows = [["" if value is None else value for value in (d["paradigm"], d.get("noise_density"),
-             d.get("mean_noise_span_length"), d["proportion"], d.get("mode_token"))] for d in record["denoisers"]]
+             d.get("mean_noise_span_length"), f"{d['proportion']:.4g}", d.get("mode_token"))]
+            for d in record["denoisers"]]
     anchor = ("UL2 (Tay et al. 2022): a mixture of denoisers, one per window" if record["objective"] == "ul2"
               else "Prefix-LM (T5's prefix_lm): each window split at a uniform point")
     return (f"{anchor}, windows of {derived['tokens_length']} tokens padded to fixed shapes ({shapes}).\n\n"
