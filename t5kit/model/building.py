@@ -7,7 +7,14 @@ import torch
 import transformers
 from packaging.version import Version
 from safetensors import SafetensorError
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, T5Config, T5TokenizerFast
+from transformers import (
+    MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING,
+    AutoConfig,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    T5Config,
+    T5TokenizerFast,
+)
 
 import constants
 from t5kit.errors import UsageError
@@ -92,7 +99,11 @@ def new_t5_model(config):
     lm_head is its own parameter, initialised by transformers' rule for an untied T5 head
     (T5PreTrainedModel._init_weights: normal, std = initializer_factor); the encoder and decoder still read the one
     shared input embedding, as in T5 v1.1."""
-    return share_input_embedding(AutoModelForSeq2SeqLM.from_config(config))  # T5ForConditionalGeneration for T5
+    # The class is called directly, not through from_config: under ZeRO-3 from_config builds inside
+    # deepspeed.zero.Init, which reads the DeepSpeed config before DeepSpeed's process group exists, sees a world
+    # size of 1 and refuses the global batch. Built whole, the model is partitioned when the Trainer starts.
+    model_class = MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING[type(config)]  # T5ForConditionalGeneration for T5
+    return share_input_embedding(model_class(config))
 
 
 def share_input_embedding(model):
