@@ -200,10 +200,14 @@ def render(card_data, **sections) -> ModelCard:
                                    metrics_file=METRICS_FILE, **sections)
 
 
+OBJECTIVE_NAMES = {"span_corruption": "Span corruption (T5)", "ul2": "UL2 (mixture of denoisers)",
+                   "prefix_lm": "Prefix-LM (T5)"}  # by --objective
+
+
 def pretraining_card(run, summary, model, tokenizer, trainer) -> ModelCard:
     """The card of a pre-training run (span corruption, UL2 or prefix-LM); summary: what metrics.json holds."""
     record, data = run.record, summary["data"]
-    objective = OBJECTIVE_NAMES[record.get("objective", "span_corruption")]
+    objective = OBJECTIVE_NAMES[record["objective"]]
     derived, secrets = record["derived"], secret_values()
     corpus = record.get("dataset_name") or ", ".join(Path(path).name for path in record["train_files"])
     hub_corpus = [record["dataset_name"]] if record.get("dataset_name") else []
@@ -218,7 +222,7 @@ def pretraining_card(run, summary, model, tokenizer, trainer) -> ModelCard:
                if f"eval_{name}" in summary]
     card_data = ModelCardData(
         model_name=card_name(record), library_name="transformers", pipeline_tag=PIPELINE_TAG,
-        tags=["t5", PIPELINE_TAG, OBJECTIVE_TAGS[record.get("objective", "span_corruption")], "t5kit"],
+        tags=["t5", PIPELINE_TAG, record["objective"].replace("_", "-"), "t5kit"],
         datasets=hub_corpus or None,
         base_model=base_model(record), metrics=[r.metric_type for r in results] or None,
         eval_results=results or None, **{CARD_SECTION: {"script": run.script, "tasks": [],
@@ -247,17 +251,12 @@ def pretraining_card(run, summary, model, tokenizer, trainer) -> ModelCard:
         reproduce=reproduce_commands(run, secrets), versions=versions_list(record))
 
 
-OBJECTIVE_NAMES = {"span_corruption": "Span corruption (T5)", "ul2": "UL2 (mixture of denoisers)",
-                   "prefix_lm": "Prefix-LM (T5)"}
-OBJECTIVE_TAGS = {"span_corruption": "span-corruption", "ul2": "ul2", "prefix_lm": "prefix-lm"}
-
-
 def objective_text(record) -> str:
     """The objective section: span corruption's settings, or each UL2/prefix-LM denoiser (config/pretrain_arguments.py
     fills them all)."""
     derived = record["derived"]
-    shapes = (f"inputs of {derived['input_length']} tokens, targets of {derived['target_length']} tokens")
-    if record.get("objective", "span_corruption") == "span_corruption":
+    shapes = f"inputs of {derived['input_length']} tokens, targets of {derived['target_length']} tokens"
+    if record["objective"] == "span_corruption":
         return (f"Span corruption (Raffel et al. 2020, sec. 3.1.4): windows of {derived['tokens_length']} tokens, "
                 f"{record['noise_density']:.0%} of them in noise spans of mean length "
                 f"{record['mean_noise_span_length']}, each span replaced by one sentinel in the input and the kept "
