@@ -187,6 +187,27 @@ class UL2CardTest(CardTestCase):
         self.assertTrue(rows[-1][1].endswith(" | [S2S]"), rows[-1])
 
 
+class PrefixLMCardTest(CardTestCase):
+    sections = PretrainCardTest.sections
+
+    @classmethod
+    def run_into(cls, out):
+        pre_train(tiny_run_flags(str(out), str(require("gutenberg/austen-persuasion.txt")), max_steps=2,
+                                 objective="prefix_lm", eval_strategy="steps", eval_steps=2))
+
+    def test_the_card_shows_continuing_a_text_not_filling_spans(self):
+        self.assertIn("prefix-lm", self.card.data.tags)
+        self.assertIn("It continues the start of a text; fine-tune it for a task.", self.text)
+        self.assertNotIn("fills masked spans", self.text)
+        code = python_block(self.text)
+        self.assertIn("inputs = tokenizer(['The dog walks in the']", code)
+        self.assertIn("skip_special_tokens=True", code)
+        self.assertNotIn("<pad>", run_snippet(code))  # special tokens dropped: the continuation's text only
+        self.assertIn("--input_file starts.txt --output_file continued.jsonl", self.text)
+        usage = self.text.split("## How to use")[1].split("## Reproduce")[0]
+        self.assertNotIn("extra_id", usage)
+
+
 del CardTestCase  # a base with no run of its own: pytest must not collect it
 
 if __name__ == "__main__":

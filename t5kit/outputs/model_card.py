@@ -32,6 +32,7 @@ BENCHMARK_TASK_TYPES = {"summarization": "summarization", "translation": "transl
 TASK_TYPE_NAMES = {"text-classification": "Text Classification", "summarization": "Summarization",
                    "translation": "Translation", PIPELINE_TAG: "Text2Text Generation"}
 SPAN_FILLING_EXAMPLE = "The <extra_id_0> walks in <extra_id_1> park."
+PREFIX_EXAMPLE = "The dog walks in the"  # a prefix-LM model continues a text; it never saw a sentinel
 DECIMALS = 4  # shown in the body; the metadata holds the exact values
 FLAG_ROWS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "optim",
              "per_device_train_batch_size", "gradient_accumulation_steps", "seed")
@@ -232,11 +233,19 @@ def pretraining_card(run, summary, model, tokenizer, trainer) -> ModelCard:
                   for name, value in data.items() if value is not None]
     hyperparameters, training_results = hf_training_sections(trainer)
     where = model_location(record)
+    # Prefix-LM alone never saw a sentinel: its card shows continuing a text. UL2 mixes in span corruption.
+    continues = record["objective"] == "prefix_lm"
+    use_text, example, files = (
+        ("It continues the start of a text", PREFIX_EXAMPLE,
+         "--input_file starts.txt --output_file continued.jsonl   # a text's start a line -> its continuation")
+        if continues else
+        ("It fills masked spans", SPAN_FILLING_EXAMPLE,
+         "--input_file spans.txt --output_file filled.jsonl   # lines with <extra_id_N> sentinels -> the filled text"))
     return render(
         card_data, title=card_name(record), loss_curve=LOSS_CURVE_FILE,
         summary=(f"A T5 model pre-trained with {objective} on {corpus} by t5kit's `{run.script}`: "
                  f"{derived['parameters'] / 1e6:.2f}M parameters, {data.get('tokens_seen') or 0:,} tokens seen in "
-                 f"{trainer.state.global_step} optimizer steps. It fills masked spans; fine-tune it for a task."),
+                 f"{trainer.state.global_step} optimizer steps. {use_text}; fine-tune it for a task."),
         results=markdown_table(("split", "metric", "value"),
                                [("validation", r.metric_name, metric_text(r.metric_value)) for r in results]
                                + [("train", "loss (mean)", metric_text(summary.get("train_loss")))]),
@@ -245,9 +254,8 @@ def pretraining_card(run, summary, model, tokenizer, trainer) -> ModelCard:
         objective=objective_text(record),
         flags_table=flags_table(record, trainer.state.global_step), hyperparameters=hyperparameters,
         training_results=training_results,
-        usage_python=usage_python(where, SPAN_FILLING_EXAMPLE, derived["target_length"], keep_sentinels=True),
-        usage_command=(f"python predict_t5.py --model_name_or_path {shlex.quote(where)} --input_file spans.txt "
-                       "--output_file filled.jsonl   # lines with <extra_id_N> sentinels -> the filled text"),
+        usage_python=usage_python(where, example, derived["target_length"], keep_sentinels=not continues),
+        usage_command=f"python predict_t5.py --model_name_or_path {shlex.quote(where)} {files}",
         reproduce=reproduce_commands(run, secrets), versions=versions_list(record))
 
 
