@@ -167,13 +167,19 @@ class PretrainCardTest(CardTestCase):
                          ("pre_train_t5.py", [], 64))
 
 
-class UL2CardTest(CardTestCase):
+class ObjectiveCardTestCase(CardTestCase):
+    """A 2-step pre-training run with --objective `objective`."""
     sections = PretrainCardTest.sections
+    objective = None
 
     @classmethod
     def run_into(cls, out):
         pre_train(tiny_run_flags(str(out), str(require("gutenberg/austen-persuasion.txt")), max_steps=2,
-                                 objective="ul2", eval_strategy="steps", eval_steps=2))
+                                 objective=cls.objective, eval_strategy="steps", eval_steps=2))
+
+
+class UL2CardTest(ObjectiveCardTestCase):
+    objective = "ul2"
 
     def test_the_card_names_the_objective_and_lists_every_denoiser(self):
         self.assertIn("ul2", self.card.data.tags)
@@ -187,13 +193,8 @@ class UL2CardTest(CardTestCase):
         self.assertTrue(rows[-1][1].endswith(" | [S2S]"), rows[-1])
 
 
-class PrefixLMCardTest(CardTestCase):
-    sections = PretrainCardTest.sections
-
-    @classmethod
-    def run_into(cls, out):
-        pre_train(tiny_run_flags(str(out), str(require("gutenberg/austen-persuasion.txt")), max_steps=2,
-                                 objective="prefix_lm", eval_strategy="steps", eval_steps=2))
+class PrefixLMCardTest(ObjectiveCardTestCase):
+    objective = "prefix_lm"
 
     def test_the_card_shows_continuing_a_text_not_filling_spans(self):
         self.assertIn("prefix-lm", self.card.data.tags)
@@ -208,7 +209,7 @@ class PrefixLMCardTest(CardTestCase):
         self.assertNotIn("extra_id", usage)
 
 
-del CardTestCase  # a base with no run of its own: pytest must not collect it
+del CardTestCase, ObjectiveCardTestCase  # bases with no run of their own: pytest must not collect them
 
 if __name__ == "__main__":
     absltest.main()
