@@ -16,7 +16,6 @@ import argparse
 import csv
 import json
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
@@ -24,12 +23,15 @@ import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
-from transformers import AutoTokenizer, T5ForConditionalGeneration
+from transformers import T5ForConditionalGeneration
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.quality import SHARED_DATA, finetune, mean_std  # noqa: E402
+from t5kit.data.task_files import read_delimited  # noqa: E402
+from t5kit.data.task_format import format_input, get_task_vals  # noqa: E402
+from t5kit.model.building import load_tokenizer, new_t5_model  # noqa: E402
 
 EMBEDDINGS = ("shared.", "encoder.embed_tokens.", "decoder.embed_tokens.", "lm_head.")
 # part -> the state-dict prefixes taken from the pre-trained model (the rest: random init)
@@ -59,20 +61,25 @@ def mixed_state_dict(pretrained, fresh, part) -> dict:
             for name, tensor in pretrained.items()}
 
 
-def write_part_model(source, folder, part):
-    pretrained = T5ForConditionalGeneration.from_pretrained(source)
+def write_part_models(source, models_dir, parts):
+    """models_dir/PART for each part: the model mixed from `source` and one random init (seed 0), and the tokenizer."""
+    source_model = T5ForConditionalGeneration.from_pretrained(source)
+    pretrained, tokenizer = source_model.state_dict(), load_tokenizer(str(source))
     torch.manual_seed(0)
-    model = T5ForConditionalGeneration(pretrained.config)
-    model.load_state_dict(mixed_state_dict(pretrained.state_dict(), model.state_dict(), part))
-    model.save_pretrained(folder)
-    for tokenizer_file in Path(source).glob("tokenizer*.json"):
-        shutil.copy(tokenizer_file, folder)
+    model = new_t5_model(source_model.config)
+    fresh = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    for part in parts:
+        model.load_state_dict(mixed_state_dict(pretrained, fresh, part))  # every tensor: nothing left from before
+        model.save_pretrained(models_dir / part)
+        tokenizer.save_pretrained(models_dir / part)
 
 
 def sst2_rows(name, limit=None):
-    with open(SHARED_DATA / "glue" / "SST-2" / name, newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:limit and limit + 1]
-    return [row[0] for row in rows], [int(row[1]) for row in rows]
+    """SST-2 inputs in T5's format ("sst2 sentence: ...") and labels, from the GLUE TSV in ../shared/data."""
+    rows, _ = read_delimited(SHARED_DATA / "glue" / "SST-2" / name, "\t", csv.QUOTE_NONE)
+    rows = [row for _, row in rows][:limit]
+    task_vals = get_task_vals("glue", "sst2")
+    return [format_input(task_vals, row) for row in rows], [int(row["label"]) for row in rows]
 
 
 def pooled_features(model, tokenizer, texts, where):
@@ -80,8 +87,8 @@ def pooled_features(model, tokenizer, texts, where):
     batches = []
     with torch.no_grad():
         for start in range(0, len(texts), 256):
-            batch = tokenizer(["sst2 sentence: " + t for t in texts[start:start + 256]], return_tensors="pt",
-                              padding=True, truncation=True, max_length=128)
+            batch = tokenizer(texts[start:start + 256], return_tensors="pt", padding=True, truncation=True,
+                              max_length=128)
             hidden = (model.shared(batch["input_ids"]) if where == "embeddings"
                       else model.encoder(**batch).last_hidden_state)
             mask = batch["attention_mask"].unsqueeze(-1).float()
@@ -96,8 +103,7 @@ def linear_probe(work) -> dict:
     results = {}
     for name, part in (("pre-trained", "whole"), ("random init", "none")):
         folder = work / "models" / part
-        model, tokenizer = T5ForConditionalGeneration.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(
-            folder)
+        model, tokenizer = T5ForConditionalGeneration.from_pretrained(folder).eval(), load_tokenizer(str(folder))
         for where in ("embeddings", "encoder"):
             features = pooled_features(model, tokenizer, train_x, where)
             scaler = StandardScaler().fit(features)
@@ -113,8 +119,7 @@ def main(argv=None):
     (work / "logs").mkdir(parents=True, exist_ok=True)
 
     # 1. A model folder per part (the probe needs whole and none).
-    for part in {*args.parts, *(() if args.no_probe else ("whole", "none"))}:
-        write_part_model(args.model, work / "models" / part, part)
+    write_part_models(args.model, work / "models", {*args.parts, *(() if args.no_probe else ("whole", "none"))})
 
     # 2. Linear probe.
     probe = {} if args.no_probe else linear_probe(work)

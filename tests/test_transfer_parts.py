@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 from absl.testing import absltest, parameterized
 
-from bench.transfer_parts import PARTS, write_part_model
+from bench.transfer_parts import PARTS, write_part_models
 from tests.helpers import save_tiny_t5
 
 # part -> (a tensor that must come from the pre-trained model, a tensor that must not); None: no such tensor
@@ -42,8 +42,8 @@ class TransferPartsTest(parameterized.TestCase):
     def test_a_part_takes_its_tensors_and_resets_the_rest(self, part):
         from transformers import T5ForConditionalGeneration
 
-        folder = self.tmp / part
-        write_part_model(self.source, folder, part)
+        folder = self.tmp / "models" / part
+        write_part_models(self.source, self.tmp / "models", [part])
         written = T5ForConditionalGeneration.from_pretrained(folder).state_dict()
         kept, reset = PROBES[part]
         if kept:
