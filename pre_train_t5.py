@@ -16,7 +16,7 @@ from t5kit import cli
 from t5kit.config import parsing
 from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus, ul2
-from t5kit.model import building
+from t5kit.model import building, word_vectors
 from t5kit.optim import param_groups
 from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
@@ -39,6 +39,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     model_args, data_args, span_args, objective_args, training_args = flags = parsing.parse_flags(
         PRETRAIN_FLAG_CLASSES, argv)
+    word_vectors.check_flags(objective_args.init_embeddings, model_args.model_name_or_path, data_args.streaming)
     record = run_record.flag_values(flags)
     # The shapes, computed once: the corpus is cut into windows of tokens_length, the collator corrupts them (UL2 and
     # prefix-LM: one window length for the whole mixture, rows padded to the longest inputs and targets).
@@ -73,6 +74,12 @@ def main(argv=None):
     # 6. Data: documents -> token ids -> windows of exactly tokens_length.
     train_dataset, eval_dataset, corpus_counts = corpus.build_pretraining_datasets(
         data_args, tokenizer, tokens_length, training_args, model_args.cache_dir, model_args.trust_remote_code)
+
+    # 6b. Word-vector embeddings (--init_embeddings word_vectors), counted from the training windows before the first
+    # step; a resumed run takes every weight from its checkpoint instead.
+    if objective_args.init_embeddings == "word_vectors" and checkpoint is None:
+        rows = word_vectors.init_embeddings_from_windows(model, train_dataset["input_ids"])
+        logger.info(f"embeddings: word vectors for {rows:,} ids, counted from {len(train_dataset):,} windows")
 
     # 7. Collator: masks (and UL2's denoiser per window) keyed by (seed, epoch, window), so every process count, GA
     # and resume point agree.

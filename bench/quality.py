@@ -18,6 +18,7 @@ One run, all offline (../shared/data beside the repository):
    --work_dir. Every step runs the entry script as a command, as a user would.
 """
 import argparse
+import csv
 import json
 import os
 import shlex
@@ -29,6 +30,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from t5kit.data.task_files import read_delimited  # noqa: E402
+
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 LATIN1_BOOKS = ("chesterton-ball.txt", "shakespeare-caesar.txt")  # not UTF-8 (../shared/data/PROVENANCE.md)
 TASK_FOLDERS = {"sst2": "SST-2", "rte": "RTE", "cola": "CoLA"}
@@ -53,6 +57,9 @@ def parse_args(argv=None):
                         help="Extra pre_train_t5.py flags, one string: --pretrain_overrides='--max_steps 800'.")
     parser.add_argument("--finetune_overrides", type=shlex.split, default=[],
                         help="Extra fine_tune_t5.py flags, one string: --finetune_overrides='--max_steps 300'.")
+    parser.add_argument("--task_adaptive", action="store_true",
+                        help="Pre-train on SST-2's training sentences too (no labels; the tokenizer still learns "
+                             "from the books and WikiText-2 alone): the recipe of configs/pretrain_cpu.yaml.")
     parser.add_argument("--reuse", action="store_true",
                         help="Keep what --work_dir already holds (corpus, tokenizer, pre-training, fine-tunes) and "
                              "only run what is missing.")
@@ -94,9 +101,17 @@ def write_corpus(folder, validation_book):
                                            encoding="utf-8")
 
 
+def write_task_sentences(folder):
+    """sst2_train.txt: SST-2's training sentences, one document each, without their labels."""
+    rows, _ = read_delimited(SHARED_DATA / "glue" / "SST-2" / "train.tsv", "\t", csv.QUOTE_NONE)
+    (folder / "sst2_train.txt").write_text("\n\n".join(row["sentence"].strip() for _, row in rows) + "\n",
+                                           encoding="utf-8")
+
+
 def pretrain_command(args, work, tokenizer):
+    task_files = [str(work / "corpus" / "sst2_train.txt")] if args.task_adaptive else []
     return [sys.executable, "pre_train_t5.py", args.pretrain_config, "--tokenizer_name_or_path", str(tokenizer),
-            "--train_files", str(work / "corpus" / "train.txt"), "--validation_files",
+            "--train_files", str(work / "corpus" / "train.txt"), *task_files, "--validation_files",
             str(work / "corpus" / "validation.txt"), "--output_dir", str(work / "pretrain"),
             "--overwrite_output_dir", "true", *args.pretrain_overrides]
 
@@ -169,6 +184,8 @@ def main(argv=None):
     tokenizer = work / "tokenizer"
     if not (args.reuse and (tokenizer / "tokenizer_config.json").is_file()):
         write_corpus(work / "corpus", args.validation_book)
+    if args.task_adaptive and not (work / "corpus" / "sst2_train.txt").is_file():
+        write_task_sentences(work / "corpus")
         run([sys.executable, "train_tokenizer.py", "--train_files", str(work / "corpus" / "train.txt"),
              "--output_dir", str(tokenizer), "--vocab_size", str(args.vocab_size), "--overwrite_output_dir", "true"],
             work / "logs" / "tokenizer.log")

@@ -22,9 +22,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sparse
 import torch
-from sklearn.utils.extmath import randomized_svd
 from transformers import T5ForConditionalGeneration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench import transfer_parts  # noqa: E402
 from t5kit.model.building import load_tokenizer, new_t5_model  # noqa: E402
+from t5kit.model.word_vectors import cooccurrence, ppmi_vectors, set_embeddings  # noqa: E402
 
-CONTEXT_SMOOTHING = 0.75  # Levy, Goldberg & Dagan (2015): context counts to this power
 TOKENIZE_LINES = 2000
 
 
@@ -61,42 +59,13 @@ def corpus_ids(tokenizer, lines) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def cooccurrence(ids, vocab_size, window) -> sparse.csr_matrix:
-    """Symmetric counts of id pairs at distance 1..window, each pair weighted 1/distance."""
-    counts = sparse.csr_matrix((vocab_size, vocab_size))
-    for distance in range(1, window + 1):
-        pairs = sparse.coo_matrix((np.full(len(ids) - distance, 1.0 / distance), (ids[:-distance], ids[distance:])),
-                                  shape=(vocab_size, vocab_size)).tocsr()
-        counts = counts + pairs + pairs.T
-    return counts
-
-
-def ppmi_vectors(counts, dim) -> np.ndarray:
-    """Rows of U * sqrt(S) from the truncated SVD of the positive PMI matrix (smoothed context distribution)."""
-    counts = counts.tocoo()
-    total = counts.sum()
-    word = np.asarray(counts.sum(axis=1)).ravel() / total
-    context = np.asarray(counts.sum(axis=0)).ravel() ** CONTEXT_SMOOTHING
-    context /= context.sum()
-    pmi = np.log(counts.data / total / (word[counts.row] * context[counts.col]))
-    keep = pmi > 0
-    positive = sparse.csr_matrix((pmi[keep], (counts.row[keep], counts.col[keep])), shape=counts.shape)
-    left, singular, _ = randomized_svd(positive, dim, random_state=0)
-    return left * np.sqrt(singular)
-
-
 def write_word_vector_model(source, vectors, folder):
     """transfer_parts' random init (seed 0) of source's shape, embeddings replaced by `vectors` at its row norm; ids
     the counts never saw (padding rows of the vocabulary, for one) keep their random rows."""
     config = T5ForConditionalGeneration.from_pretrained(source).config
     torch.manual_seed(0)
     model = new_t5_model(config)
-    with torch.no_grad():
-        embeddings = model.shared.weight
-        rows = torch.as_tensor(vectors, dtype=embeddings.dtype)
-        seen = rows.norm(dim=1) > 0
-        rows = rows[seen] / rows[seen].norm(dim=1, keepdim=True) * embeddings.norm(dim=1).mean()
-        embeddings[seen] = rows
+    set_embeddings(model, vectors)
     model.save_pretrained(folder)
     load_tokenizer(str(source)).save_pretrained(folder)
     return folder

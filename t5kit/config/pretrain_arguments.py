@@ -117,6 +117,11 @@ class ObjectiveArguments:
                 "prefix-LM), noise_density, mean_noise_span_length (R/X), proportion (the mixture's proportions sum "
                 "to 1), mode_token (default [NLU]/[NLG]/[S2S] by paradigm; null for none). Unset: UL2's 7 "
                 "denoisers (ul2) or one S-denoiser with r=0.5 and no mode token (prefix_lm)."})
+    init_embeddings: str = field(default="random", metadata={
+        "help": "Starting embeddings of a new model: random (T5's init) or word_vectors (before training, word "
+                "vectors counted from the training windows: PPMI + SVD, model/word_vectors.py; about a minute for "
+                "3 M ids; the CPU recipe of docs/quality.md). Not with --model_name_or_path or --streaming.",
+        "choices": ("random", "word_vectors")})
 
     def __post_init__(self):
         check_choices(self)
