@@ -242,6 +242,13 @@ class ConfigFilesTest(parameterized.TestCase):
         self.assertEqual(task["name"], f"glue/{path.stem}")
         self.assertEqual((training_args.learning_rate, training_args.output_dir), (1e-3, f"runs/glue/{path.stem}"))
 
+    def test_sst2_recipe_config_fine_tunes_the_recipe_model_as_the_benchmark_does(self):
+        (model_args, data_args, training_args) = parsing.parse_flags(
+            FINETUNE_FLAG_CLASSES, [str(REPO / "configs/finetune_sst2_recipe.yaml")])
+        (task,) = task_data.resolve_tasks(data_args)
+        self.assertEqual((task["name"], model_args.model_name_or_path), ("glue/sst2", "runs/bench_quality/pretrain"))
+        self.assertEqual((training_args.max_steps, training_args.learning_rate, training_args.seed), (300, 1e-3, 1))
+
     def test_quickstart_rte_config_runs(self):
         """configs/finetune_rte_quickstart.yaml on a tiny model built here (the quickstart's own model is a
         `make quickstart` away; this test needs none)."""

@@ -264,6 +264,13 @@ def objective_text(record) -> str:
     fills them all)."""
     derived = record["derived"]
     shapes = f"inputs of {derived['input_length']} tokens, targets of {derived['target_length']} tokens"
+    start = ("\n\nThe embeddings started from word vectors counted from the training corpus (PPMI + SVD, "
+             "`--init_embeddings word_vectors`), not from random init." if record.get("init_embeddings") ==
+             "word_vectors" else "")
+    return objective_settings(record, derived, shapes) + start
+
+
+def objective_settings(record, derived, shapes) -> str:
     if record["objective"] == "span_corruption":
         return (f"Span corruption (Raffel et al. 2020, sec. 3.1.4): windows of {derived['tokens_length']} tokens, "
                 f"{record['noise_density']:.0%} of them in noise spans of mean length "
