@@ -115,6 +115,11 @@ CASES = {
     "streaming_without_max_steps": ("pre_train_t5", lambda w: pretrain(w, streaming=True, max_steps=-1,
                                                                        max_eval_samples=8),
                                     "--streaming needs --max_steps N"),
+    "word_vectors_for_a_loaded_model": ("pre_train_t5", lambda w: pretrain(
+        w, init_embeddings="word_vectors", model_name_or_path="google-t5/t5-small"),
+        "--init_embeddings word_vectors starts a new model; drop it, or drop --model_name_or_path"),
+    "word_vectors_streamed": ("pre_train_t5", lambda w: pretrain(w, init_embeddings="word_vectors", streaming=True),
+                              "--init_embeddings word_vectors counts the whole training corpus; drop --streaming"),
     "lora_target_matches_nothing": ("fine_tune_t5", lambda w: finetune(
         w, model_name_or_path=save_tiny_t5(w / "base"), peft="lora", lora_target_modules="q,vv"),
         "--lora_target_modules 'vv' matches no layer of the model"),
