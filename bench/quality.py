@@ -184,11 +184,11 @@ def main(argv=None):
     tokenizer = work / "tokenizer"
     if not (args.reuse and (tokenizer / "tokenizer_config.json").is_file()):
         write_corpus(work / "corpus", args.validation_book)
-    if args.task_adaptive and not (work / "corpus" / "sst2_train.txt").is_file():
-        write_task_sentences(work / "corpus")
         run([sys.executable, "train_tokenizer.py", "--train_files", str(work / "corpus" / "train.txt"),
              "--output_dir", str(tokenizer), "--vocab_size", str(args.vocab_size), "--overwrite_output_dir", "true"],
             work / "logs" / "tokenizer.log")
+    if args.task_adaptive and not (work / "corpus" / "sst2_train.txt").is_file():
+        write_task_sentences(work / "corpus")
 
     # 3. Pre-training, with the checkpoints the curve fine-tunes from.
     pretrain_dir = work / "pretrain"

@@ -119,8 +119,8 @@ class ObjectiveArguments:
                 "denoisers (ul2) or one S-denoiser with r=0.5 and no mode token (prefix_lm)."})
     init_embeddings: str = field(default="random", metadata={
         "help": "Starting embeddings of a new model: random (T5's init) or word_vectors (before training, word "
-                "vectors counted from the training windows: PPMI + SVD, model/word_vectors.py; about a minute for "
-                "3 M ids; the CPU recipe of docs/quality.md). Not with --model_name_or_path or --streaming.",
+                "vectors counted from the training windows: PPMI + SVD, model/word_vectors.py; seconds for 3 M "
+                "ids; the CPU recipe of docs/quality.md). Not with --model_name_or_path or --streaming.",
         "choices": ("random", "word_vectors")})
 
     def __post_init__(self):

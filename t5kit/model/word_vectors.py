@@ -1,8 +1,8 @@
 """Word vectors counted from the pre-training corpus, as the starting point of a T5's embeddings.
 
 Why: on 2 CPU cores a T5 learns word frequencies long before word meaning, and its embeddings after 15 minutes of
-span corruption carry less of SST-2 than random vectors do; co-occurrence counts of the same text carry it in about
-a minute (docs/quality.md). PPMI + truncated SVD (Levy, Goldberg & Dagan 2015): co-occurrence within a window,
+span corruption carry less of SST-2 than random vectors do; co-occurrence counts of the same text carry it in
+seconds (docs/quality.md). PPMI + truncated SVD (Levy, Goldberg & Dagan 2015): co-occurrence within a window,
 weighted 1/distance, positive PMI with the context distribution smoothed to the power 0.75, rows of U * sqrt(S).
 """
 import numpy as np
