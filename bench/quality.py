@@ -18,7 +18,6 @@ One run, all offline (../shared/data beside the repository):
    --work_dir. Every step runs the entry script as a command, as a user would.
 """
 import argparse
-import csv
 import json
 import os
 import shlex
@@ -31,7 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from t5kit.data.task_files import read_delimited  # noqa: E402
+from t5kit.data.predict_inputs import read_rows  # noqa: E402
+from t5kit.data.task_format import find_task, text_columns  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 LATIN1_BOOKS = ("chesterton-ball.txt", "shakespeare-caesar.txt")  # not UTF-8 (../shared/data/PROVENANCE.md)
@@ -58,8 +58,9 @@ def parse_args(argv=None):
     parser.add_argument("--finetune_overrides", type=shlex.split, default=[],
                         help="Extra fine_tune_t5.py flags, one string: --finetune_overrides='--max_steps 300'.")
     parser.add_argument("--task_adaptive", action="store_true",
-                        help="Pre-train on SST-2's training sentences too (no labels; the tokenizer still learns "
-                             "from the books and WikiText-2 alone): the recipe of configs/pretrain_cpu.yaml.")
+                        help="Pre-train on the training texts of every task of --tasks too (no labels; the tokenizer "
+                             "still learns from the books and WikiText-2 alone): the recipe of "
+                             "configs/pretrain_cpu.yaml.")
     parser.add_argument("--reuse", action="store_true",
                         help="Keep what --work_dir already holds (corpus, tokenizer, pre-training, fine-tunes) and "
                              "only run what is missing.")
@@ -101,15 +102,22 @@ def write_corpus(folder, validation_book):
                                            encoding="utf-8")
 
 
-def write_task_sentences(folder):
-    """sst2_train.txt: SST-2's training sentences, one document each, without their labels."""
-    rows, _ = read_delimited(SHARED_DATA / "glue" / "SST-2" / "train.tsv", "\t", csv.QUOTE_NONE)
-    (folder / "sst2_train.txt").write_text("\n\n".join(row["sentence"].strip() for _, row in rows) + "\n",
-                                           encoding="utf-8")
+def task_text_file(work, task):
+    return work / "corpus" / f"{task}_train.txt"
+
+
+def write_task_texts(folder, task):
+    """TASK_train.txt: the task's training inputs without their labels, one document a row (a pair task's two
+    sentences as two lines of one document), read as predict_t5.py reads the official file."""
+    task_vals = find_task(task)
+    rows, _ = read_rows(SHARED_DATA / "glue" / TASK_FOLDERS[task] / task_vals["data_files"]["train"], task_vals)
+    documents = ["\n".join(row[column].strip() for column in text_columns(task_vals))
+                 for _, row in rows if row is not None]
+    (folder / f"{task}_train.txt").write_text("\n\n".join(documents) + "\n", encoding="utf-8")
 
 
 def pretrain_command(args, work, tokenizer):
-    task_files = [str(work / "corpus" / "sst2_train.txt")] if args.task_adaptive else []
+    task_files = [str(task_text_file(work, task)) for task in args.tasks] if args.task_adaptive else []
     return [sys.executable, "pre_train_t5.py", args.pretrain_config, "--tokenizer_name_or_path", str(tokenizer),
             "--train_files", str(work / "corpus" / "train.txt"), *task_files, "--validation_files",
             str(work / "corpus" / "validation.txt"), "--output_dir", str(work / "pretrain"),
@@ -187,8 +195,9 @@ def main(argv=None):
         run([sys.executable, "train_tokenizer.py", "--train_files", str(work / "corpus" / "train.txt"),
              "--output_dir", str(tokenizer), "--vocab_size", str(args.vocab_size), "--overwrite_output_dir", "true"],
             work / "logs" / "tokenizer.log")
-    if args.task_adaptive and not (work / "corpus" / "sst2_train.txt").is_file():
-        write_task_sentences(work / "corpus")
+    for task in args.tasks if args.task_adaptive else []:
+        if not task_text_file(work, task).is_file():
+            write_task_texts(work / "corpus", task)
 
     # 3. Pre-training, with the checkpoints the curve fine-tunes from.
     pretrain_dir = work / "pretrain"

@@ -1,5 +1,5 @@
-"""bench/quality.py --task_adaptive: SST-2's training sentences become a second pre-training file, labels left out;
-the tokenizer and the default run never see them."""
+"""bench/quality.py --task_adaptive: each benchmarked task's training inputs become one more pre-training file,
+labels left out; the tokenizer and the default run never see them."""
 import argparse
 import tempfile
 from pathlib import Path
@@ -13,25 +13,32 @@ from tests.helpers import require
 
 class TaskAdaptiveCorpusTest(parameterized.TestCase):
 
-    def test_the_sentences_are_written_one_document_each_without_labels(self):
-        require("glue/SST-2")
+    @parameterized.named_parameters(
+        ("sst2", "sst2", "SST-2", 67349, "hide new secretions from the parental units"),
+        ("rte", "rte", "RTE", 2490, "No Weapons of Mass Destruction Found in Iraq Yet.\n"
+                                    "Weapons of Mass Destruction Found in Iraq."),
+        ("cola", "cola", "CoLA", 8551, "Our friends won't buy this analysis, let alone the next one we propose."))
+    def test_the_training_inputs_are_written_one_document_a_row_without_labels(self, task, folder_name, rows, first):
+        require(f"glue/{folder_name}")
         folder = Path(tempfile.mkdtemp())
-        quality.write_task_sentences(folder)
-        documents = (folder / "sst2_train.txt").read_text(encoding="utf-8").strip().split("\n\n")
-        self.assertLen(documents, 67349)
-        self.assertEqual(documents[0], "hide new secretions from the parental units")
-        self.assertFalse(any(document.endswith(("\t0", "\t1")) for document in documents))
+        quality.write_task_texts(folder, task)
+        documents = (folder / f"{task}_train.txt").read_text(encoding="utf-8").strip().split("\n\n")
+        self.assertLen(documents, rows)
+        self.assertEqual(documents[0], first)
+        labels = ("\t0", "\t1", "entailment", "gj04")  # label fields and CoLA's source column
+        self.assertFalse(any(document.endswith(labels) or document.startswith(labels) for document in documents))
 
-    @parameterized.parameters((True, 2), (False, 1))
-    def test_the_pretraining_command_reads_them_only_when_asked(self, task_adaptive, files):
+    @parameterized.parameters((True, ["sst2"]), (True, ["sst2", "rte", "cola"]), (False, ["sst2", "rte"]))
+    def test_the_pretraining_command_reads_them_only_when_asked(self, task_adaptive, tasks):
         work = Path("/w")
         args = argparse.Namespace(pretrain_config="configs/pretrain_cpu.yaml", task_adaptive=task_adaptive,
-                                  pretrain_overrides=[])
+                                  pretrain_overrides=[], tasks=tasks)
         command = quality.pretrain_command(args, work, work / "tokenizer")
         start = command.index("--train_files") + 1
-        self.assertEqual(command[start:start + files], [str(work / "corpus" / "train.txt"),
-                                                         str(work / "corpus" / "sst2_train.txt")][:files])
-        self.assertEqual(command[start + files], "--validation_files")
+        expected = [str(work / "corpus" / "train.txt")] + [str(work / "corpus" / f"{task}_train.txt")
+                                                           for task in tasks if task_adaptive]
+        self.assertEqual(command[start:start + len(expected)], expected)
+        self.assertEqual(command[start + len(expected)], "--validation_files")
 
     def test_the_tokenizer_is_trained_on_the_books_with_or_without_task_sentences(self):
         """Step 1-2 of main: the tokenizer runs in both modes, on train.txt alone (the regression this guards: the
@@ -41,7 +48,7 @@ class TaskAdaptiveCorpusTest(parameterized.TestCase):
             commands = []
             stop = SystemExit("stop after the tokenizer")
             with mock.patch.object(quality, "write_corpus"), \
-                    mock.patch.object(quality, "write_task_sentences") as write_sentences, \
+                    mock.patch.object(quality, "write_task_texts") as write_texts, \
                     mock.patch.object(quality, "run", side_effect=lambda c, log: commands.append(c) or 0), \
                     mock.patch.object(quality, "read_config_value", side_effect=stop):
                 argv = ["--work_dir", str(work)] + (["--task_adaptive"] if task_adaptive else [])
@@ -50,7 +57,7 @@ class TaskAdaptiveCorpusTest(parameterized.TestCase):
             self.assertLen(commands, 1)
             self.assertIn("train_tokenizer.py", commands[0])
             self.assertEqual(commands[0][commands[0].index("--train_files") + 1], str(work / "corpus" / "train.txt"))
-            self.assertEqual(write_sentences.called, task_adaptive)
+            self.assertEqual(write_texts.call_count, 3 if task_adaptive else 0)  # sst2, rte, cola by default
 
 
 if __name__ == "__main__":
