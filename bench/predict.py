@@ -1,24 +1,28 @@
-"""predict_t5.py's batching vs a bare loop of model.generate, on GLUE dev sets: examples/s of three arms.
+"""predict_t5.py's batching vs a bare loop of model.generate, on GLUE dev sets: examples/s of each arm.
 
-    .venv/bin/python bench/predict.py                                   # t5-small, SST-2, RTE and MRPC dev, CPU
+    .venv/bin/python bench/predict.py                     # t5-small, every GLUE dev set in ../shared/data, CPU
     .venv/bin/python bench/predict.py --model_size t5-base --device cuda --tasks sst2,rte,mrpc,qnli
 
 Same process, same model, same examples and the same number of generated tokens in every arm:
-- predictor: inference.predict (what predict_t5.py runs): inputs tokenised once, length-sorted batches each padded
-  to its own longest, inference mode, bf16 autocast where the GPU has it;
+- predictor: what predict_t5.py runs from its formatted texts: inference.tokenize_inputs (once, inside the clock),
+  then inference.predict: length-sorted batches each padded to its own longest, inference mode; in the model's
+  precision (fp32), as the bare loops, so the difference is the batching alone;
+- predictor bf16: the same under bf16 autocast (predict_t5.py --bf16, its default on a GPU with bf16), where the
+  hardware computes bf16: a GPU with bf16, or a CPU with AVX512-BF16 or AMX (elsewhere the arm is left out);
 - bare, input order: `tokenizer(batch, padding=True)` then `model.generate(**batch)` over the examples in file
-  order, batches of the same size (what a script around generate usually does);
+  order, batches of the same size, fp32 (what a script around generate usually does);
 - bare, length-sorted: the same loop over the examples sorted by token length (what sorting alone gives).
 The model is a random init of a size preset with the real T5 vocabulary (../shared/data/t5_spiece): an untrained
 model stops at arbitrary points, so each arm generates exactly --max_new_tokens tokens (min = max length), and the
-output lengths cannot decide the result. Every arm's predictions are checked to be the same texts. Each arm runs
---repeats times after a burn-in batch; the best time counts (other processes share the machine).
+output lengths cannot decide the result. The fp32 arms' predictions are checked to be the same texts; the bf16 arm's
+agreement with them is printed (an untrained model's near-equal logits flip more often than a trained model's). The
+arms take turns, --repeats rounds after a burn-in batch; each arm's best time counts (other processes share the
+machine). The last line sums every task: all examples over all seconds, per arm.
 """
 import argparse
 import os
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -26,6 +30,7 @@ from transformers import T5ForConditionalGeneration
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from t5kit.config.checks import cpu_has_native_bf16  # noqa: E402
 from t5kit.data import predict_inputs  # noqa: E402
 from t5kit.data.task_format import find_task  # noqa: E402
 from t5kit.model import building, inference  # noqa: E402
@@ -35,18 +40,27 @@ MAX_SOURCE_LENGTH = 512
 SEED = 0
 
 
-def dev_texts(task_name):
-    """The task's formatted dev-set inputs, read as predict_t5.py reads the official file."""
+GLUE_DEV_SETS = "cola,sst2,mrpc,stsb,qnli,rte,wnli"  # the GLUE dev sets ../shared/data holds (not MNLI, QQP)
+
+
+def dev_texts(task_name, limit):
+    """The task's formatted dev-set inputs (the first `limit`), read as predict_t5.py reads the official file."""
     task_vals = find_task(task_name)
     path = SHARED_DATA / "glue" / task_vals["data_dir_name"] / task_vals["data_files"]["validation"]
-    return predict_inputs.read_inputs(path, task_vals).texts
+    return predict_inputs.read_inputs(path, task_vals, limit=limit).texts
 
 
-def bare_loop(model, tokenizer, texts, order, batch_size, generate_kwargs, device, bf16):
+def predictor(model, tokenizer, texts, batch_size, max_new_tokens, bf16):
+    """predict_t5.py's steps 6 and 8 on formatted texts: tokenise once, predict in length-sorted batches."""
+    ids, _ = inference.tokenize_inputs(tokenizer, texts, MAX_SOURCE_LENGTH)
+    return inference.predict(model, tokenizer, ids, batch_size, max_new_tokens=max_new_tokens,
+                             min_length=1 + max_new_tokens, bf16=bf16, progress=False)
+
+
+def bare_loop(model, tokenizer, texts, order, batch_size, generate_kwargs, device):
     """model.generate over texts in `order`, batches padded by the tokenizer; predictions in input order."""
     predictions = [None] * len(texts)
-    autocast = torch.autocast(device_type=device, dtype=torch.bfloat16) if bf16 else nullcontext()
-    with torch.inference_mode(), autocast:
+    with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             batch = order[start:start + batch_size]
             encoded = tokenizer([texts[i] for i in batch], padding=True, truncation=True,
@@ -57,18 +71,26 @@ def bare_loop(model, tokenizer, texts, order, batch_size, generate_kwargs, devic
     return predictions
 
 
-def best_time(run, repeats, device):
-    """(best seconds of `repeats` runs, the last run's result)."""
-    best, result = float("inf"), None
+def timed(run, device):
+    """(seconds, result) of one run."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = run()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, result
+
+
+def best_times(arms, repeats, device):
+    """{arm: (best seconds of `repeats` runs, the last run's result)}. The arms take turns, one run each a round, so
+    a slow spell of the machine (other tenants, clock changes) falls on every arm alike instead of on one."""
+    best = {name: (float("inf"), None) for name in arms}
     for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = run()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+        for name, run in arms.items():
+            seconds, result = timed(run, device)
+            best[name] = (min(best[name][0], seconds), result)
+    return best
 
 
 def padded_share(lengths, order, batch_size):
@@ -78,16 +100,23 @@ def padded_share(lengths, order, batch_size):
     return 1 - sum(lengths) / padded
 
 
+def has_bf16(device) -> bool:
+    return torch.cuda.is_bf16_supported() if device == "cuda" else cpu_has_native_bf16()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model_size", default="t5-small", help="size preset (constants.MODEL_SIZE_PRESETS)")
-    parser.add_argument("--tasks", default="sst2,rte,mrpc", help="GLUE tasks whose dev sets are predicted")
+    parser.add_argument("--tasks", default=GLUE_DEV_SETS, help="GLUE tasks whose dev sets are predicted")
+    parser.add_argument("--max_examples", type=int, default=1000,
+                        help="the first N examples of each dev set (QNLI's 5,463 take minutes an arm on 2 cores)")
     parser.add_argument("--batch_size", type=int, default=32, help="examples per batch, all arms")
     parser.add_argument("--max_new_tokens", type=int, default=3, help="tokens each example generates, all arms "
                         "(3: the longest GLUE label word with EOS is 3-5 tokens)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--repeats", type=int, default=2, help="timed runs per arm; the best counts")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per arm, arms taking turns; the best "
+                        "counts")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -95,42 +124,60 @@ def main(argv=None):
     tokenizer = building.load_tokenizer(str(SHARED_DATA / "t5_spiece"))
     model = T5ForConditionalGeneration(building.build_t5_config(args.model_size, tokenizer, 0.0))
     model.to(args.device).eval()
-    bf16 = args.device == "cuda" and torch.cuda.is_bf16_supported()
+    bf16 = has_bf16(args.device)
     # Fixed output length: min_length = max_length (+1: the decoder start token counts towards both).
     fixed = {"max_length": 1 + args.max_new_tokens, "min_length": 1 + args.max_new_tokens, "num_beams": 1}
-    where = (f"{args.device}{' bf16' if bf16 else ''}, {torch.get_num_threads()} threads, {args.model_size}, batch "
-             f"{args.batch_size}, {args.max_new_tokens} new tokens")
+    print(f"{args.device} ({'with' if bf16 else 'without'} bf16), {torch.get_num_threads()} threads, "
+          f"{args.model_size}, batch {args.batch_size}, {args.max_new_tokens} new tokens, best of {args.repeats}")
+    totals = {}
     for task in args.tasks.split(","):
-        texts = dev_texts(task)
+        texts = dev_texts(task, args.max_examples)
         ids, _ = inference.tokenize_inputs(tokenizer, texts, MAX_SOURCE_LENGTH)
         lengths = [len(row) for row in ids]
         input_order = list(range(len(texts)))
         sorted_order = [i for batch in inference.length_sorted_batches(lengths, args.batch_size) for i in batch]
         arms = {
-            "predictor": lambda: inference.predict(model, tokenizer, ids, args.batch_size, max_new_tokens=
-                                                   args.max_new_tokens, min_length=fixed["min_length"], bf16=bf16,
-                                                   progress=False),
+            "predictor": lambda: predictor(model, tokenizer, texts, args.batch_size, args.max_new_tokens, False),
             "bare input order": lambda: bare_loop(model, tokenizer, texts, input_order, args.batch_size, fixed,
-                                                  args.device, bf16),
+                                                  args.device),
             "bare length-sorted": lambda: bare_loop(model, tokenizer, texts, sorted_order, args.batch_size, fixed,
-                                                    args.device, bf16),
+                                                    args.device),
         }
+        if bf16:
+            arms["predictor bf16"] = lambda: predictor(model, tokenizer, texts, args.batch_size, args.max_new_tokens,
+                                                       True)
         # Burn-in: one batch through each code path (allocator, kernels, caches) before any clock runs.
         first = list(range(min(args.batch_size, len(texts))))
-        bare_loop(model, tokenizer, texts, first, args.batch_size, fixed, args.device, bf16)
-        inference.predict(model, tokenizer, [ids[i] for i in first], args.batch_size, max_new_tokens=
-                          args.max_new_tokens, min_length=fixed["min_length"], bf16=bf16, progress=False)
-        results = {name: best_time(run, args.repeats, args.device) for name, run in arms.items()}
-        outputs = [result for _, result in results.values()]
-        same = all(output == outputs[0] for output in outputs)
-        rate = {name: len(texts) / seconds for name, (seconds, _) in results.items()}
-        print(f"{task} dev ({len(texts)} examples): predictor {rate['predictor']:.1f} ex/s | bare input order "
-              f"{rate['bare input order']:.1f} ex/s | bare length-sorted {rate['bare length-sorted']:.1f} ex/s -> "
-              f"{rate['predictor'] / rate['bare input order']:.2f}x input order, "
-              f"{rate['predictor'] / rate['bare length-sorted']:.2f}x length-sorted; padded input tokens "
+        bare_loop(model, tokenizer, texts, first, args.batch_size, fixed, args.device)
+        for precision in (False, True) if bf16 else (False,):
+            predictor(model, tokenizer, texts[:len(first)], args.batch_size, args.max_new_tokens, precision)
+        results = best_times(arms, args.repeats, args.device)
+        for name, (seconds, _) in results.items():
+            totals[name] = [a + b for a, b in zip(totals.get(name, [0, 0.0]), [len(texts), seconds])]
+        outputs = {name: result for name, (_, result) in results.items()}
+        same = all(outputs[name] == outputs["predictor"] for name in ("bare input order", "bare length-sorted"))
+        agreement = (f"; bf16 agrees on {mean_equal(outputs['predictor bf16'], outputs['predictor']):.0%}"
+                     if bf16 else "")
+        print(f"{task} dev ({len(texts)} examples): {rates_line(results, len(texts))}; padded input tokens "
               f"{padded_share(lengths, input_order, args.batch_size):.0%} vs "
-              f"{padded_share(lengths, sorted_order, args.batch_size):.0%}; same predictions: {same} ({where})")
+              f"{padded_share(lengths, sorted_order, args.batch_size):.0%}; same fp32 predictions: {same}{agreement}",
+              flush=True)
+    examples = totals["predictor"][0]
+    print(f"all {len(args.tasks.split(','))} dev sets ({examples} examples): "
+          f"{rates_line({name: (seconds, None) for name, (_, seconds) in totals.items()}, examples)}")
 
+
+def mean_equal(a, b) -> float:
+    return sum(x == y for x, y in zip(a, b)) / len(a)
+
+
+def rates_line(results, examples) -> str:
+    """Examples/s of each arm, then the predictor arms against the bare input-order loop."""
+    rate = {name: examples / seconds for name, (seconds, _) in results.items()}
+    arms = " | ".join(f"{name} {value:.1f} ex/s" for name, value in rate.items())
+    gains = ", ".join(f"{name} {rate[name] / rate['bare input order']:.2f}x" for name in rate
+                      if name.startswith("predictor"))
+    return f"{arms} -> vs bare input order: {gains}"
 
 if __name__ == "__main__":
     main()

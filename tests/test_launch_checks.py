@@ -7,7 +7,7 @@ from unittest import mock
 
 from absl.testing import absltest, parameterized
 
-from t5kit.config import parsing
+from t5kit.config import checks, parsing
 from t5kit.config.arguments import T5TrainingArguments
 from t5kit.errors import UsageError
 from tests.helpers import REPO, training_args
@@ -131,6 +131,19 @@ class AccelerateAndPrecisionTest(parameterized.TestCase):
             self.skipTest("this machine has a GPU; the default follows its bf16 support")
         self.assertFalse(training_args().bf16)
         self.assertTrue(training_args("--bf16", "true").bf16)
+
+    @parameterized.parameters((False, 1), (True, 0))
+    def test_bf16_on_a_cpu_without_bf16_instructions_warns(self, native, warnings):
+        import torch
+        if torch.cuda.is_available():
+            self.skipTest("this machine has a GPU: --bf16 runs there")
+        with mock.patch.object(torch.cpu, "_is_avx512_bf16_supported", return_value=native), \
+                mock.patch.object(torch.cpu, "_is_amx_tile_supported", return_value=False), \
+                self.assertLogs("t5kit.config.checks", "WARNING") as logs:
+            checks.logger.warning("sentinel")  # assertLogs needs one record either way
+            self.assertTrue(checks.check_precision(True, False, True))
+        emulated = [line for line in logs.output if "without bf16 instructions" in line]
+        self.assertLen(emulated, warnings)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 """Checks of training flags that take more than a line, run by T5TrainingArguments.__post_init__ (arguments.py)
 before any model or data is loaded; each raises UsageError with the fix."""
 import json
+import logging
 import os
 import re
 from pathlib import Path
 
 from t5kit.errors import UsageError
+
+logger = logging.getLogger(__name__)
 
 
 def check_report_to(report_to):
@@ -87,7 +90,19 @@ def check_precision(bf16, fp16, use_cpu):
         raise UsageError("--bf16 true but this GPU has no bf16 (needs Ampere or newer); use --fp16 true or fp32")
     if bf16 and not on_gpu and not use_cpu:
         raise UsageError("--bf16 true needs a GPU with bf16, or --use_cpu true for bf16 autocast on the CPU")
+    if bf16 and not on_gpu and not cpu_has_native_bf16():
+        logger.warning("--bf16 true on a CPU without bf16 instructions (AVX512-BF16 or AMX): bf16 is emulated there "
+                       "and runs many times slower than fp32; drop --bf16 unless you are testing")
     return bool(bf16)
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 matrix products in hardware (AVX512-BF16 or AMX), where bf16 autocast is about
+    twice as fast as fp32 for a T5 (docs/benchmarks.md); elsewhere it is emulated and far slower."""
+    import torch
+
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own CPU-feature probes
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
 
 def check_nan_policy(policy, deepspeed):
