@@ -1,12 +1,13 @@
 """Does pre-training pay? Fine-tuning accuracy from a pre-trained T5 against random init of the same shape.
 
-    make bench-quality                                     # the full benchmark: hours on 2 cores
-    python bench/quality.py --quick                        # a few minutes: tiny budget, one seed, SST-2 only
+    make bench-quality                     # the CPU recipe: --task_adaptive, SST-2/RTE/CoLA x 3 seeds, ~20 min
+    python bench/quality.py --quick        # a few minutes: tiny budget, one seed, SST-2 only
     python bench/quality.py --pretrain_config configs/pretrain_cpu.yaml --seeds 1 2 3 --tasks sst2 rte cola
 
 One run, all offline (../shared/data beside the repository):
 1. Corpus: the 13 Project Gutenberg books (two of them Latin-1, read as such) and the stored WikiText-2, written as
-   UTF-8 text; one book (--validation_book) is held out as the validation file.
+   UTF-8 text; one book (--validation_book) is held out as the validation file. With --task_adaptive, each task's
+   training inputs (no labels) become one more pre-training file.
 2. Tokenizer: train_tokenizer.py on the training text (--vocab_size pieces + T5's 100 sentinels).
 3. Pre-training: pre_train_t5.py with --pretrain_config (its model size, lengths and schedule; corpus, tokenizer and
    output folder are set here), saving a checkpoint at each of --curve_steps.
