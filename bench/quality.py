@@ -131,6 +131,13 @@ def read_config_value(config, key):
     return yaml.safe_load((ROOT / config).read_text()).get(key)
 
 
+def pretrain_setting(args, key):
+    """A pre-training flag's value: from --pretrain_overrides when given there, else from --pretrain_config."""
+    flag = f"--{key}"
+    given = [value for name, value in zip(args.pretrain_overrides, args.pretrain_overrides[1:]) if name == flag]
+    return given[-1] if given else read_config_value(args.pretrain_config, key)
+
+
 def finetune(args, work, task, seed, arm, model_args):
     """One fine-tuning run; returns its dev metric (from metrics.json), reusing a finished run under --reuse."""
     out = work / "finetune" / f"{task}_{arm}_seed{seed}"
@@ -202,8 +209,7 @@ def main(argv=None):
 
     # 3. Pre-training, with the checkpoints the curve fine-tunes from.
     pretrain_dir = work / "pretrain"
-    max_steps = int(next((v for k, v in zip(args.pretrain_overrides, args.pretrain_overrides[1:])
-                          if k == "--max_steps"), read_config_value(args.pretrain_config, "max_steps")))
+    max_steps = int(pretrain_setting(args, "max_steps"))
     curve_steps = args.curve_steps if args.curve_steps is not None else [max_steps // 4, max_steps // 2,
                                                                          3 * max_steps // 4]
     minutes_file = pretrain_dir / "bench_minutes.json"
@@ -215,8 +221,10 @@ def main(argv=None):
     pretraining = pretraining_figures(pretrain_dir, json.loads(minutes_file.read_text())["minutes"])
 
     # 4. Fine-tuning: both arms, every task and seed; the curve on SST-2.
-    model_size = read_config_value(args.pretrain_config, "model_size")
-    random_init = ["--model_size", model_size, "--tokenizer_name_or_path", str(tokenizer)]
+    # Random init of the pre-trained model's shape: its preset and any --config_overrides.
+    random_init = ["--model_size", pretrain_setting(args, "model_size"), "--tokenizer_name_or_path", str(tokenizer)]
+    if pretrain_setting(args, "config_overrides"):
+        random_init += ["--config_overrides", pretrain_setting(args, "config_overrides")]
     results = {}
     for task in args.tasks:
         results[task] = {

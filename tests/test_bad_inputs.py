@@ -120,6 +120,8 @@ CASES = {
         "--init_embeddings word_vectors starts a new model; drop it, or drop --model_name_or_path"),
     "word_vectors_streamed": ("pre_train_t5", lambda w: pretrain(w, init_embeddings="word_vectors", streaming=True),
                               "--init_embeddings word_vectors counts the whole training corpus; drop --streaming"),
+    "config_overrides_unknown_key": ("pre_train_t5", lambda w: pretrain(w, config_overrides="num_layer=4"),
+                                     "T5Config has no setting 'num_layer'; did you mean 'num_layers'"),
     "lora_target_matches_nothing": ("fine_tune_t5", lambda w: finetune(
         w, model_name_or_path=save_tiny_t5(w / "base"), peft="lora", lora_target_modules="q,vv"),
         "--lora_target_modules 'vv' matches no layer of the model"),

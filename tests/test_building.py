@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 
 import constants
 from t5kit.config.arguments import ModelArguments
+from t5kit.errors import UsageError
 from t5kit.model import building
 from t5kit.train import resume
 from tests.helpers import TinyRunTestCase, pre_train, tiny_run_flags
@@ -120,6 +121,40 @@ class DropoutTest(parameterized.TestCase):
         self.assertEqual(rates, {expected})
 
 
+class ConfigOverridesTest(parameterized.TestCase):
+    """--config_overrides (HF run_mlm.py's flag): T5Config settings on top of the --model_size preset, random init
+    only; a key T5Config lacks or a value of the wrong type is one line naming the flag."""
+
+    Tokenizer = DropoutTest.Tokenizer
+
+    def build(self, overrides, model_name_or_path=None):
+        args = ModelArguments(model_name_or_path=model_name_or_path, model_size="t5-tiny", tokenizer_name_or_path="t5",
+                              config_overrides=overrides)
+        return building.build_model(args, self.Tokenizer())
+
+    @parameterized.named_parameters(
+        ("deeper", "num_layers=4", 4, 4, 32), ("narrower_and_deeper", "num_layers=3, d_model=24", 3, 3, 24),
+        ("decoder_apart", "num_layers=4,num_decoder_layers=1", 4, 1, 32))
+    def test_the_model_has_the_overridden_shape(self, overrides, encoder_layers, decoder_layers, d_model):
+        model = self.build(overrides)
+        self.assertLen(model.encoder.block, encoder_layers)
+        self.assertLen(model.decoder.block, decoder_layers)
+        self.assertEqual(model.shared.weight.shape, (128, d_model))
+        self.assertEqual(model.config.num_heads, constants.MODEL_SIZE_PRESETS["t5-tiny"]["num_heads"])  # kept
+
+    @parameterized.named_parameters(
+        ("unknown_key", "dmodel=64", "T5Config has no setting 'dmodel'; did you mean 'd_model'"),
+        ("no_value", "num_layers", "'num_layers' has no value; give key=value pairs"),
+        ("wrong_type", "d_model=wide", "--config_overrides 'd_model=wide'"))
+    def test_bad_overrides_are_refused(self, overrides, message):
+        with self.assertRaisesRegex(UsageError, message):
+            self.build(overrides)
+
+    def test_refused_with_a_model_to_continue_from(self):
+        with self.assertRaisesRegex(UsageError, "--config_overrides shapes a random init"):
+            self.build("num_layers=4", model_name_or_path="google-t5/t5-small")
+
+
 class UntiedResumeTest(TinyRunTestCase):
     """A pre-training run of a v1.1 architecture (the t5-v1_1-small preset shrunk to test size) resumes from its
     checkpoint with the head untied, and its final model loads untied."""
@@ -136,6 +171,21 @@ class UntiedResumeTest(TinyRunTestCase):
         self.assertTrue(building.has_untied_output_layer(final))
         self.assertIn('"tie_word_embeddings": false', (out / "config.json").read_text())
         resume.check_checkpoint_fits(str(out / "checkpoint-4"), final)  # the same architecture: accepted
+
+
+class ConfigOverridesRunTest(TinyRunTestCase):
+    """A pre-training run with --config_overrides saves the overridden shape, records the flag in config.yaml and
+    names it in the model card."""
+
+    def test_the_run_saves_and_reports_the_overridden_shape(self):
+        out = self.dir / "run"
+        pre_train(tiny_run_flags(str(out), self.corpus, max_steps=1, config_overrides="num_layers=3,d_ff=48"))
+        model = building.load_pretrained_t5(str(out))
+        self.assertLen(model.encoder.block, 3)
+        self.assertLen(model.decoder.block, 3)
+        self.assertEqual(model.config.d_ff, 48)
+        self.assertIn("config_overrides: num_layers=3,d_ff=48", (out / "config.yaml").read_text())
+        self.assertIn("`t5-tiny` preset with `num_layers=3,d_ff=48`", (out / "README.md").read_text())
 
 
 if __name__ == "__main__":

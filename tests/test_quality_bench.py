@@ -40,6 +40,15 @@ class TaskAdaptiveCorpusTest(parameterized.TestCase):
         self.assertEqual(command[start:start + len(expected)], expected)
         self.assertEqual(command[start + len(expected)], "--validation_files")
 
+    @parameterized.parameters(([], "model_size", "t5-mini"), (["--max_steps", "2000"], "max_steps", "2000"),
+                              ([], "max_steps", 500), (["--config_overrides", "num_layers=4"], "config_overrides",
+                                                       "num_layers=4"), ([], "config_overrides", None))
+    def test_a_pretraining_setting_comes_from_the_overrides_else_the_config(self, overrides, key, value):
+        config = Path(tempfile.mkdtemp()) / "pretrain.yaml"
+        config.write_text("model_size: t5-mini\nmax_steps: 500\n")
+        args = argparse.Namespace(pretrain_config=str(config), pretrain_overrides=overrides)
+        self.assertEqual(quality.pretrain_setting(args, key), value)
+
     def test_the_tokenizer_is_trained_on_the_books_with_or_without_task_sentences(self):
         """Step 1-2 of main: the tokenizer runs in both modes, on train.txt alone (the regression this guards: the
         tokenizer step once sat under the --task_adaptive branch)."""

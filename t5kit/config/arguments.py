@@ -62,6 +62,9 @@ class ModelArguments:
         "help": "Dropout rate of the model, in [0, 1). Unset: 0.0 for random init (T5 v1.1 pre-training), and a "
                 "loaded model (--model_name_or_path) keeps its own. Given: applies to a loaded model too (T5 "
                 "fine-tuned with 0.1). The value used is in config.yaml under derived."})
+    config_overrides: str = field(default=None, metadata={
+        "help": "Random init only: T5Config settings that replace the --model_size preset's, as HF's run_mlm.py "
+                "takes them: 'num_layers=4,num_decoder_layers=4,d_model=96'. Checked against T5Config's keys."})
     attn_implementation: str = field(default="sdpa", metadata={
         "help": "T5 attention kernels: sdpa (PyTorch's fused kernels), eager (plain matmuls), or t5_flex "
                 "(FlexAttention for unpadded encoder self-attention on an Ampere or newer GPU, SDPA elsewhere; "
@@ -79,6 +82,13 @@ class ModelArguments:
             self.tokenizer_name_or_path = self.model_name_or_path
         if self.dropout_rate is not None and not 0.0 <= self.dropout_rate < 1.0:
             raise UsageError(f"--dropout_rate={self.dropout_rate} must be in [0, 1)")
+        if self.config_overrides and self.model_name_or_path:
+            raise UsageError("--config_overrides shapes a random init; a model from --model_name_or_path keeps its "
+                             "own config: drop one of the two")
+        if self.config_overrides:  # keys and value types checked now, before any output is written
+            from transformers import T5Config
+
+            checks.apply_config_overrides(T5Config(), self.config_overrides)
 
 
 @dataclass

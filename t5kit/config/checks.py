@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from t5kit.errors import UsageError
+from t5kit.errors import UsageError, did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -128,3 +128,21 @@ def expand_environment(flag, value):
         return os.environ[name]
 
     return ENVIRONMENT_VARIABLE.sub(lookup, value) if isinstance(value, str) else value
+
+
+def apply_config_overrides(config, overrides):
+    """config.update_from_string (HF's parser: each value cast to the type the config already holds), with a key the
+    config lacks or a value of the wrong type refused in one line naming the flag."""
+    keys = [item.split("=", 1)[0].strip() for item in overrides.split(",")]
+    for item, key in zip(overrides.split(","), keys):
+        if "=" not in item:
+            raise UsageError(f"--config_overrides {item!r} has no value; give key=value pairs joined by commas")
+        if not hasattr(config, key):
+            hint = did_you_mean(key, list(config.to_dict()), list_choices=False)
+            raise UsageError(f"--config_overrides {item!r}: {type(config).__name__} has no setting {key!r}{hint}")
+    try:
+        config.update_from_string(overrides.replace(" ", ""))
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"--config_overrides {overrides!r}: {err}") from None
+    if "num_layers" in keys and "num_decoder_layers" not in keys:
+        config.num_decoder_layers = config.num_layers  # T5Config copies num_layers only when it is built

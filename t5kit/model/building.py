@@ -17,6 +17,7 @@ from transformers import (
 )
 
 import constants
+from t5kit.config.checks import apply_config_overrides
 from t5kit.errors import UsageError
 from t5kit.model import t5_flex_attention  # registers --attn_implementation t5_flex with transformers
 
@@ -87,10 +88,14 @@ def t5_config(architecture, vocab_size, pad_token_id, eos_token_id, dropout_rate
     return config
 
 
-def build_t5_config(model_size, tokenizer, dropout_rate=0.0):
-    """A T5Config for a size preset, with vocabulary and special ids taken from the tokenizer."""
-    return t5_config(constants.MODEL_SIZE_PRESETS[model_size], padded_vocab_size(tokenizer), tokenizer.pad_token_id,
-                     tokenizer.eos_token_id, dropout_rate)
+def build_t5_config(model_size, tokenizer, dropout_rate=0.0, config_overrides=None):
+    """A T5Config for a size preset, with vocabulary and special ids taken from the tokenizer, and the settings of
+    --config_overrides ('num_layers=4,d_model=96') on top."""
+    config = t5_config(constants.MODEL_SIZE_PRESETS[model_size], padded_vocab_size(tokenizer),
+                       tokenizer.pad_token_id, tokenizer.eos_token_id, dropout_rate)
+    if config_overrides:
+        apply_config_overrides(config, config_overrides)
+    return config
 
 
 def new_t5_model(config):
@@ -204,7 +209,8 @@ def build_model(model_args, tokenizer, use_cpu=False):
             model.resize_token_embeddings(padded_vocab_size(tokenizer))
     else:
         dropout_rate = RANDOM_INIT_DROPOUT_RATE if model_args.dropout_rate is None else model_args.dropout_rate
-        model = new_t5_model(build_t5_config(model_args.model_size, tokenizer, dropout_rate))
+        model = new_t5_model(build_t5_config(model_args.model_size, tokenizer, dropout_rate,
+                                             model_args.config_overrides))
     logger.info("dropout_rate %s (%s)", model.config.dropout_rate, "--dropout_rate" if model_args.dropout_rate
                 is not None else "the model's own" if model_args.model_name_or_path else "random init default")
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.

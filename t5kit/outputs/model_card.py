@@ -138,7 +138,8 @@ def base_model(record):
 def model_table(model, tokenizer, record) -> str:
     config, derived = model.config, record["derived"]
     origin = f"continued from `{record['model_name_or_path']}`" if record.get("model_name_or_path") else \
-        f"random init from the `{record['model_size']}` preset"
+        f"random init from the `{record['model_size']}` preset" + (
+            f" with `{record['config_overrides']}`" if record.get("config_overrides") else "")
     rows = [("architecture", f"T5ForConditionalGeneration, {origin}"),
             ("layers", f"{config.num_layers} encoder + {config.num_decoder_layers} decoder"),
             ("d_model / d_ff / d_kv / heads", f"{config.d_model} / {config.d_ff} / {config.d_kv} / {config.num_heads}"),
