@@ -6,12 +6,14 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import torch
 from absl.testing import absltest, parameterized
 from transformers import AutoTokenizer, T5ForConditionalGeneration
 
 from metrics import rank_label_words, score_label_words
+from t5kit.config import checks
 from t5kit.data import predict_inputs
 from t5kit.errors import UsageError
 from t5kit.model import inference
@@ -146,6 +148,17 @@ class PredictEndToEndTest(parameterized.TestCase):
             self.assertEqual(row["filled"], predict_inputs.fill_spans(row["input"], row["prediction"]))
             self.assertNotIn("<extra_id_", row["filled"])
 
+    def test_bf16_autocast_predicts_label_words_like_fp32(self):
+        """--bf16 true on the CPU (autocast; emulated and slow where the CPU lacks bf16, and this model is tiny):
+        label words ranked in bf16 are label words, in input order, nearly all as ranked in fp32."""
+        rows = dict(label_scoring="rank", max_predict_samples=EVAL_ROWS)
+        fp32 = self.run_predict(require("glue/RTE/dev.tsv"), "fp32.jsonl", **rows)
+        bf16 = self.run_predict(require("glue/RTE/dev.tsv"), "bf16.jsonl", bf16=True, **rows)
+        self.assertEqual([row["line"] for row in bf16], [row["line"] for row in fp32])
+        self.assertContainsSubset({row["prediction"] for row in bf16}, RTE_WORDS)
+        agree = sum(a["prediction"] == b["prediction"] for a, b in zip(fp32, bf16))
+        self.assertGreaterEqual(agree, EVAL_ROWS - 2)
+
     def test_task_none_feeds_the_inputs_as_they_are(self):
         path = write_rows(self.dir / "raw.jsonl", [{"text": "rte sentence1: a sentence2: b"}], ["text"])
         (row,) = self.run_predict(path, task="none", text_column="text", max_new_tokens=4)
@@ -168,6 +181,18 @@ class PredictEndToEndTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, message):
             predict(predict_flags(str(self.rte), str(path), str(self.dir / "out.jsonl"), **overrides))
         self.assertEqual(snapshot(self.dir), before)
+
+
+class PrecisionTest(parameterized.TestCase):
+    """--bf16 unset: on where the hardware computes bf16 (a GPU with bf16, a CPU with AVX512-BF16 or AMX)."""
+
+    @parameterized.parameters((None, True, True), (None, False, False), (False, True, False), (True, True, True))
+    def test_the_cpu_default_follows_its_bf16_instructions(self, flag, native, expected):
+        if torch.cuda.is_available():
+            self.skipTest("this machine has a GPU: the default follows the GPU")
+        with mock.patch.object(checks, "cpu_has_native_bf16", return_value=native):
+            for use_cpu in (True, False):  # no GPU: predicting runs on the CPU either way
+                self.assertIs(checks.inference_precision(flag, use_cpu), expected)
 
 
 class TaskChoiceTest(parameterized.TestCase):

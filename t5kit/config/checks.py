@@ -96,6 +96,18 @@ def check_precision(bf16, fp16, use_cpu):
     return bool(bf16)
 
 
+def inference_precision(bf16, use_cpu):
+    """predict_t5.py's bf16: unset, on where the hardware computes bf16 (a GPU with bf16, a CPU with AVX512-BF16 or
+    AMX: about 1.7x the examples/s of fp32 for t5-small, docs/inference.md), off elsewhere; given, checked as for
+    training, except that a machine without a GPU needs no --use_cpu (predicting runs on the CPU there)."""
+    import torch
+
+    on_gpu = torch.cuda.is_available() and not use_cpu
+    if bf16 is None:
+        return torch.cuda.is_bf16_supported() if on_gpu else cpu_has_native_bf16()
+    return check_precision(bf16, False, not on_gpu)
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes bf16 matrix products in hardware (AVX512-BF16 or AMX), where bf16 autocast is about
     twice as fast as fp32 for a T5 (docs/benchmarks.md); elsewhere it is emulated and far slower."""

@@ -51,7 +51,8 @@ class PredictArguments:
     max_predict_samples: int = field(default=None, metadata={"help": "Predict only the first N examples (debug)."})
     use_cpu: bool = field(default=False, metadata={"help": "Stay on the CPU even where a GPU is visible."})
     bf16: bool = field(default=None, metadata={
-        "help": "bf16 autocast. Unset: on for a GPU that has bf16 (Ampere or newer), off elsewhere."})
+        "help": "bf16 autocast. Unset: on where the hardware computes bf16 (a GPU of Ampere or newer, a CPU with "
+                "AVX512-BF16 or AMX), off elsewhere; false keeps fp32 (predictions as fine-tuning evaluated them)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
 
     def __post_init__(self):
@@ -69,7 +70,7 @@ class PredictArguments:
             raise UsageError(f"--max_source_length={self.max_source_length} leaves no room for text and EOS; use >= 2")
         if self.label_scoring == "rank" and self.num_beams > 1:
             raise UsageError("--num_beams applies to generation; --label_scoring rank scores every label word")
-        self.bf16 = checks.check_precision(self.bf16, False, self.use_cpu)
+        self.bf16 = checks.inference_precision(self.bf16, self.use_cpu)
 
 
 def check_input_file(path):

@@ -8,7 +8,8 @@
 Why sorted: a batch in file order pads every row to the batch's longest, so the encoder and the cross-attention of
 every decoding step work on padding (GLUE dev sets: about half of the tokens); sorted batches hold rows of nearly
 equal length (bench/predict.py measures the difference). The longest batch goes first, so an out-of-memory error
-shows at once. On a CUDA GPU with bf16 the forward passes run under bf16 autocast.
+shows at once. Where the hardware computes bf16 (predict_arguments: a GPU with bf16, a CPU with AVX512-BF16 or AMX)
+the forward passes run under bf16 autocast.
 """
 import contextlib
 
@@ -46,7 +47,7 @@ def pad_batch(rows, pad_id, device):
 
 
 def autocast(device, bf16):
-    """bf16 autocast where asked (predict_arguments fills bf16 with the GPU's support), else nothing."""
+    """bf16 autocast where asked (predict_arguments: on where the GPU or CPU computes bf16), else nothing."""
     if not bf16:
         return contextlib.nullcontext()
     return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
