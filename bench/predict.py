@@ -7,8 +7,8 @@ Same process, same model, same examples and the same number of generated tokens 
 - predictor: what predict_t5.py runs from its formatted texts: inference.tokenize_inputs (once, inside the clock),
   then inference.predict: length-sorted batches each padded to its own longest, inference mode; in the model's
   precision (fp32), as the bare loops, so the difference is the batching alone;
-- predictor bf16: the same under bf16 autocast (predict_t5.py --bf16, its default on a GPU with bf16), where the
-  hardware computes bf16: a GPU with bf16, or a CPU with AVX512-BF16 or AMX (elsewhere the arm is left out);
+- predictor bf16: the same under bf16 autocast, predict_t5.py's default where the hardware computes bf16: a GPU
+  with bf16, or a CPU with AVX512-BF16 or AMX (elsewhere the arm is left out);
 - bare, input order: `tokenizer(batch, padding=True)` then `model.generate(**batch)` over the examples in file
   order, batches of the same size, fp32 (what a script around generate usually does);
 - bare, length-sorted: the same loop over the examples sorted by token length (what sorting alone gives).
