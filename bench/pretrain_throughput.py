@@ -22,7 +22,7 @@ DataCollatorForT5SpanCorruption with the same seed. Only the collator needs the 
 - bare loop: the batches collated once up front (pinned on cuda); per step: copy to the device (non-blocking),
   autocast(bf16) forward, backward, clip_grad_norm_ (Trainer clips at max_grad_norm by default, so the two arms do
   the same math), optimizer.step(), scheduler.step(), zero_grad(). Optimizer class and kwargs come from
-  grouped_adafactor.optimizer_cls_and_kwargs (Trainer's), so it is the optimizer the trainer arm builds (in one
+  selection.optimizer_cls_and_kwargs (Trainer's), so it is the optimizer the trainer arm builds (in one
   parameter group instead of Trainer's decay/no-decay two; weight decay is 0 by default, so the math is the same).
 
 Every clock reading sits behind torch.cuda.synchronize() on CUDA. --timing span (the default on cuda) reads the
@@ -67,7 +67,7 @@ from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_tar
 from t5kit.config.arguments import ATTN_IMPLEMENTATIONS, ModelArguments, T5TrainingArguments  # noqa: E402
 from t5kit.config.pretrain_arguments import SpanCorruptionArguments  # noqa: E402
 from t5kit.model import building  # noqa: E402
-from t5kit.optim import grouped_adafactor  # noqa: E402
+from t5kit.optim import selection  # noqa: E402
 from t5kit.train.pretrain_trainer import PretrainTrainer  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -254,7 +254,7 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
     with tempfile.TemporaryDirectory() as output_dir:
         training_args = make_training_args(args, output_dir, dtype_name)
     model = build_model(args, tokenizer, training_args).to(args.device)
-    optimizer_cls, optimizer_kwargs = grouped_adafactor.optimizer_cls_and_kwargs(training_args, model)
+    optimizer_cls, optimizer_kwargs = selection.optimizer_cls_and_kwargs(training_args, model)
     optimizer = optimizer_cls(model.parameters(), **optimizer_kwargs)
     scheduler = get_scheduler(training_args.lr_scheduler_type, optimizer, training_args.get_warmup_steps(len(batches)),
                               len(batches))

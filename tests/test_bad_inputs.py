@@ -72,6 +72,9 @@ CASES = {
                              "--task 'sst' is no task of the registry; did you mean 'glue/sst2'?"),
     "param_group_regex": ("pre_train_t5", lambda w: pretrain(w, param_group_lr="nothing_matches=1e-3"),
                           "parameter 'shared.weight' matches no item"),
+    "adamw_rms_scaling_with_adafactor": ("pre_train_t5", lambda w: pretrain(w, optim="adafactor",
+                                                                           adamw_rms_scaling=True),
+                                         "--adamw_rms_scaling true scales AdamW's step but --optim is adafactor"),
     "nan_policy": ("pre_train_t5", lambda w: pretrain(w, nan_policy="ignore"),
                    "--nan_policy='ignore' is not a valid choice; choices: stop, skip"),
     "nan_policy_skip_under_deepspeed": ("pre_train_t5", lambda w: pretrain(

@@ -92,6 +92,22 @@ class PreTrainEndToEndTest(TinyRunTestCase):
         for name, tensor in before.items():
             torch.testing.assert_close(after[name], tensor, rtol=1e-3, atol=1e-5)
 
+    def test_adamw_rms_scaling_reaches_the_optimizer(self):
+        """--adamw_rms_scaling true trains with AdamWScale: another loss curve than AdamW's from the same start,
+        falling, recorded in config.yaml, with the step count in the checkpoint's optimizer state."""
+        plain, scaled = self.dir / "adamw", self.dir / "adamw_scale"
+        flags = dict(max_steps=12, learning_rate=2e-2, warmup_steps=2, logging_steps=1)
+        pre_train(tiny_run_flags(str(plain), self.corpus, **flags))
+        pre_train(tiny_run_flags(str(scaled), self.corpus, adamw_rms_scaling=True, save_strategy="steps",
+                                 save_steps=12, **flags))
+        self.assertTrue(yaml.safe_load((scaled / "config.yaml").read_text())["adamw_rms_scaling"])
+        losses = train_losses(scaled)
+        self.assertEqual(losses[0], train_losses(plain)[0])  # same model, same first batch
+        self.assertGreater(abs(losses[5] - train_losses(plain)[5]), 1e-3)
+        self.assertLess(np.mean(losses[-3:]), losses[0])
+        state = torch.load(scaled / "checkpoint-12" / "optimizer.pt", weights_only=True)["state"]
+        self.assertEqual({entry["step"] for entry in state.values()}, {12})
+
     def test_t5_flex_attention_trains_as_sdpa(self):
         """--attn_implementation reaches the model, is saved in config.yaml, and t5_flex computes what sdpa does
         (on CPU: SDPA without T5's all-zero cross-attention bias and without all-True masks)."""

@@ -104,6 +104,10 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         "help": "Per-parameter-group learning rates, 'REGEX=LR' items matched against parameter names in order, "
                 "first match wins: --param_group_lr 'lm_head|shared=1e-3' '.*=1e-4' (or one comma-separated "
                 "string, or a YAML list). Every parameter must match some item; each item must match something."})
+    adamw_rms_scaling: bool = field(default=False, metadata={
+        "help": "nanoT5's AdamWScale: AdamW (--optim adamw_torch or adamw_torch_fused) with each tensor's step times "
+                "max(1e-3, RMS of the tensor), so --learning_rate is relative to the weights' size (nanoT5 pre-trains "
+                "at 2e-2 with a cosine schedule). See optim/adamw_scale.py."})
     nan_policy: str = field(default="stop", metadata={
         "help": "What a NaN/inf training loss (or NaN/inf gradient norm) does: stop (default; raise naming the "
                 "step, before the bad update reaches any checkpoint: the last one stays the last good state) or skip "
@@ -128,6 +132,7 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
             self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
         checks.check_report_to(self.report_to)
         checks.check_training_numbers(self)
+        checks.check_adamw_rms_scaling(self)
         # The Trainer checks again with accelerate's DeepSpeed config too; --deepspeed is known here already.
         checks.check_nan_policy(self.nan_policy, deepspeed=bool(self.deepspeed))
         self.bf16 = checks.check_precision(self.bf16, self.fp16, self.use_cpu)

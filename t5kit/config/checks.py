@@ -10,6 +10,8 @@ from t5kit.errors import UsageError, did_you_mean
 
 logger = logging.getLogger(__name__)
 
+ADAMW_OPTIMS = ("adamw_torch_fused", "adamw_torch")  # Trainer's torch.optim.AdamW: what --adamw_rms_scaling replaces
+
 
 def check_report_to(report_to):
     """Refuses an unknown --report_to name now, not when the Trainer is built (after config.yaml is written)."""
@@ -38,6 +40,14 @@ def check_training_numbers(args):
     if args.trains() and args.max_steps == -1 and not args.num_train_epochs > 0:
         raise UsageError(f"--num_train_epochs={args.num_train_epochs} trains nothing; pass a number of epochs > 0 "
                          "or --max_steps N")
+
+
+def check_adamw_rms_scaling(args):
+    """--adamw_rms_scaling changes AdamW's step (optim/adamw_scale.py); with another --optim it would do nothing."""
+    optim = getattr(args.optim, "value", args.optim)
+    if args.adamw_rms_scaling and optim not in ADAMW_OPTIMS:
+        raise UsageError(f"--adamw_rms_scaling true scales AdamW's step but --optim is {optim}; pass --optim "
+                         f"{ADAMW_OPTIMS[0]} (or drop --adamw_rms_scaling)")
 
 
 def check_push_to_hub(args):

@@ -97,9 +97,10 @@ def check_deepspeed_agrees(config, args, where):
         if json_value != AUTO and not same_value(json_value, value):
             raise UsageError(f"{where} sets {key}={json_value!r} but {flag} is {value!r}; set it to \"auto\" in "
                              "the JSON (our flags are the one source of truth) or change the flag")
-    if args.param_group_lr and "optimizer" in config:
-        raise UsageError(f"{where} defines an optimizer, which would ignore --param_group_lr; remove its "
-                         "\"optimizer\" section")
+    for flag in ("param_group_lr", "adamw_rms_scaling"):
+        if getattr(args, flag) and "optimizer" in config:
+            raise UsageError(f"{where} defines an optimizer, which would ignore --{flag}; remove its "
+                             "\"optimizer\" section")
 
 
 def check_accelerate_env(args):

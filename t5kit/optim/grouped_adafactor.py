@@ -1,6 +1,6 @@
 """--optim adafactor with T5's settings, updating all parameters of one shape at once: HF's numbers, few kernels.
 
-    optimizer_cls, kwargs = optimizer_cls_and_kwargs(training_args, model)   # Trainer's, with this class swapped in
+    optimizer = GroupedAdafactor(params, lr=1e-3, scale_parameter=False, relative_step=False)   # optim/selection.py
 
 transformers' Adafactor updates one parameter at a time, about 20 small kernels each (squares, row and column means,
 rsqrt, the update's RMS clip, the add): 6,064 operations a step for t5-base's 257 tensors, each a kernel launch on a
@@ -17,7 +17,6 @@ import math
 from collections import defaultdict
 
 import torch
-from transformers import Trainer
 from transformers.optimization import Adafactor
 
 BUCKET_ELEMENTS = 2 ** 24  # values per stack: 64 MiB of fp32 gradients (3-4 such temporaries at a time)
@@ -25,14 +24,6 @@ BUCKET_ELEMENTS = 2 ** 24  # values per stack: 64 MiB of fp32 gradients (3-4 suc
 # transformers' per-parameter loop faster, its tensors staying in cache between operations (bench/adafactor_step.py:
 # 1.7 s vs 2.7 s a t5-base step on one core here), so CPU parameters keep that loop.
 STACK_DEVICES = ("cuda",)
-
-
-def optimizer_cls_and_kwargs(args, model=None):
-    """Trainer.get_optimizer_cls_and_kwargs, with GroupedAdafactor in place of transformers' Adafactor."""
-    optimizer_cls, optimizer_kwargs = Trainer.get_optimizer_cls_and_kwargs(args, model)
-    if optimizer_cls is Adafactor:
-        optimizer_cls = GroupedAdafactor
-    return optimizer_cls, optimizer_kwargs
 
 
 class GroupedAdafactor(Adafactor):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from transformers import Seq2SeqTrainer
 
 from constants import NUM_SENTINELS
-from t5kit.optim import grouped_adafactor
+from t5kit.optim import selection
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.stream_resume import StreamResumeMixin
@@ -20,10 +20,10 @@ EVAL_METRIC = "content_accuracy"  # what the loss curve plots beside the losses
 
 class PretrainTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, StreamResumeMixin, Seq2SeqTrainer):
     """Atomic checkpoints and save-and-exit on SIGTERM/SIGUSR1 (checkpointing.py), --nan_policy
-    (nonfinite_guard.py), streams that resume where they stopped (stream_resume.py), and Adafactor's update in
-    stacks of same-shaped parameters (optim/grouped_adafactor.py)."""
+    (nonfinite_guard.py), streams that resume where they stopped (stream_resume.py), and our optimizers: Adafactor
+    on stacks of same-shaped parameters, nanoT5's AdamWScale (optim/selection.py)."""
 
-    get_optimizer_cls_and_kwargs = staticmethod(grouped_adafactor.optimizer_cls_and_kwargs)
+    get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)
 
 
 def predicted_ids_and_losses(logits, labels):

@@ -20,7 +20,7 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
 from constants import GLUE_SCORE_METRICS
 from metrics import compute_task_metrics, glue_average, rank_label_words, score_label_words
-from t5kit.optim import grouped_adafactor
+from t5kit.optim import selection
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 
@@ -94,7 +94,7 @@ class TaskCollator(DataCollatorForSeq2Seq):
 
 
 class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, Seq2SeqTrainer):  # atomic checkpoints, --nan_policy
-    get_optimizer_cls_and_kwargs = staticmethod(grouped_adafactor.optimizer_cls_and_kwargs)  # stacked Adafactor
+    get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)  # stacked Adafactor, AdamWScale
 
     def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
         self.eval_splits = list(eval_splits)
