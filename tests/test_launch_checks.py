@@ -75,10 +75,12 @@ class DeepSpeedConfigTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, "--deepspeed nope.json: file not found"):
             training_args("--deepspeed", "nope.json")
 
-    def test_optimizer_section_conflicts_with_param_group_lr(self):
+    @parameterized.named_parameters(("param_group_lr", ["--param_group_lr", ".*=1e-3"]),
+                                    ("adamw_rms_scaling", ["--adamw_rms_scaling", "true"]))
+    def test_optimizer_section_conflicts_with_our_optimizer_flags(self, flags):
         path = self.write_config({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}})
-        with self.assertRaisesRegex(UsageError, "defines an optimizer, which would ignore --param_group_lr"):
-            training_args("--deepspeed", path, "--param_group_lr", ".*=1e-3")
+        with self.assertRaisesRegex(UsageError, f"defines an optimizer, which would ignore {flags[0]}"):
+            training_args("--deepspeed", path, *flags)
 
     def test_deepspeed_under_plain_python_without_mpi4py_is_refused(self):
         env = {name: value for name, value in os.environ.items() if name != "LOCAL_RANK"}
