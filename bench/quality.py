@@ -223,8 +223,9 @@ def main(argv=None):
     # 4. Fine-tuning: both arms, every task and seed; the curve on SST-2.
     # Random init of the pre-trained model's shape: its preset and any --config_overrides.
     random_init = ["--model_size", pretrain_setting(args, "model_size"), "--tokenizer_name_or_path", str(tokenizer)]
-    if pretrain_setting(args, "config_overrides"):
-        random_init += ["--config_overrides", pretrain_setting(args, "config_overrides")]
+    config_overrides = pretrain_setting(args, "config_overrides")
+    if config_overrides:
+        random_init += ["--config_overrides", config_overrides]
     results = {}
     for task in args.tasks:
         results[task] = {

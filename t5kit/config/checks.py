@@ -155,8 +155,9 @@ def expand_environment(flag, value):
 def apply_config_overrides(config, overrides):
     """config.update_from_string (HF's parser: each value cast to the type the config already holds), with a key the
     config lacks or a value of the wrong type refused in one line naming the flag."""
-    keys = [item.split("=", 1)[0].strip() for item in overrides.split(",")]
-    for item, key in zip(overrides.split(","), keys):
+    items = overrides.split(",")
+    keys = [item.split("=", 1)[0].strip() for item in items]
+    for item, key in zip(items, keys):
         if "=" not in item:
             raise UsageError(f"--config_overrides {item!r} has no value; give key=value pairs joined by commas")
         if not hasattr(config, key):
