@@ -341,7 +341,7 @@ WNLI_FORMATS = ("glue", "wsc_simple")
 # GLUE score (Wang et al. 2019, sec. 4): a task with two metrics scores their mean, MNLI the mean of matched and
 # mismatched accuracy (the "MNLI" group of t5/evaluation/eval_utils.py METRIC_NAMES); the benchmark score is the
 # unweighted mean over tasks. Each task maps to (result key, metric name) pairs; result keys are task names, or
-# metrics.split_result_key(task, split) for split-specific results. The GLUE server averages all nine tasks;
+# task_format.split_result_key(task, split) for split-specific results. The GLUE server averages all nine tasks;
 # T5 and BERT leave WNLI out (pass `tasks=` to metrics.glue_average).
 GLUE_SCORE_METRICS = {
     "cola": (("cola", "matthews_correlation"),),

@@ -48,14 +48,6 @@ STSB_INVALID_SCORE = -1.0  # t5/data/postprocessors.py string_to_float(default=-
 PERCENT = 100.0
 
 
-def split_result_key(task: str, split: str) -> str:
-    """The per_task_metrics key for one split: "mnli" + "validation_matched" -> "mnli_matched"."""
-    for prefix in ("validation", "test"):
-        if split.startswith(prefix):
-            return task + split[len(prefix):]
-    return f"{task}_{split}"
-
-
 def label_indices(task_vals) -> dict:
     """Normalised label word -> class index (the order of task_vals["labels"])."""
     return {normalize_text(word): index for index, word in enumerate(task_vals["labels"].values())}
@@ -315,20 +307,3 @@ def rank_label_words(log_likelihoods, label_words) -> list:
     if scores.ndim != 2 or scores.shape[1] != len(label_words):
         raise ValueError(f"log_likelihoods must be (B, {len(label_words)}), got shape {scores.shape}")
     return [label_words[index] for index in scores.argmax(axis=-1)]
-
-
-def score_label_words(model, tokenizer, input_ids, attention_mask, label_words):
-    """(B, n_labels) sum of log-probabilities of each label word's target ids (EOS included, as the targets are
-    tokenized in training) given each input, as T5's rank classification scores. Encodes the inputs once; call
-    with the model in eval mode. input_ids, attention_mask: (B, input_length)."""
-    import torch  # here, so that computing metrics does not load torch
-
-    with torch.no_grad():
-        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        scores = []
-        for target_ids in tokenizer(list(label_words)).input_ids:
-            labels = torch.tensor(target_ids, device=input_ids.device).repeat(input_ids.shape[0], 1)  # (B, T)
-            logits = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask, labels=labels).logits
-            log_probs = logits.float().log_softmax(dim=-1)  # (B, T, vocab)
-            scores.append(log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(dim=-1))  # (B,)
-        return torch.stack(scores, dim=-1)  # (B, n_labels)

@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 def main(argv=None):
     # 1. Flags: validated before anything is read or written.
     (args,) = parsing.parse_flags((TokenizerArguments,), sys.argv[1:] if argv is None else argv)
-    tokenizer_training.check_paths(args)
+    tokenizer_training.check_train_files(args.train_files)
+    run_folder.check_new_output_dir(args.output_dir, args.overwrite_output_dir)
 
     # 2. Logging
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)

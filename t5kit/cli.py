@@ -11,11 +11,9 @@ import sys
 import threading
 
 from t5kit.errors import UsageError
+from t5kit.outputs.run_log import RUN_LOG_ONLY
 
 logger = logging.getLogger(__name__)
-# A log record with this attribute set goes to the run's out.log only (outputs/run_log.py): the console has the
-# same text already (the `error:` line, a traceback, HF's printed log lines).
-RUN_LOG_ONLY = "run_log_only"
 
 
 def run_cli(main):

@@ -13,7 +13,9 @@ from rouge_score import rouge_scorer
 
 import metrics
 from constants import DATASET_VALS
+from t5kit.data import task_format
 from t5kit.data.task_format import format_stsb_target, format_target, get_task_vals
+from t5kit.model.inference import score_label_words
 from tests.helpers import require
 
 CLASSIFICATION_TASKS = [(b, t) for b, tasks in DATASET_VALS.items() for t, v in tasks.items() if v["labels"]]
@@ -63,7 +65,7 @@ class LabelMappingTest(parameterized.TestCase):
         ("matched", "mnli", "validation_matched", "mnli_matched"), ("plain", "sst2", "validation", "sst2"),
         ("test", "mnli", "test_mismatched", "mnli_mismatched"), ("train", "rte", "train", "rte_train"))
     def test_split_result_key(self, task, split, expected):
-        self.assertEqual(metrics.split_result_key(task, split), expected)
+        self.assertEqual(task_format.split_result_key(task, split), expected)
 
 
 class ClassificationMetricsTest(parameterized.TestCase):
@@ -298,7 +300,7 @@ class LabelScoringTest(parameterized.TestCase):
         texts = ["mnli hypothesis: Nobody eats. premise: A man eats.", "mnli hypothesis: A cat. premise: A cat sat.",
                  "mnli hypothesis: It rains. premise: The sun shines on a long summer day in the park."]
         batch = tokenizer(texts, padding=True, return_tensors="pt")
-        scores = metrics.score_label_words(model, tokenizer, batch.input_ids, batch.attention_mask, label_words)
+        scores = score_label_words(model, tokenizer, batch.input_ids, batch.attention_mask, label_words)
         self.assertEqual(tuple(scores.shape), (3, 3))
 
         expected = torch.zeros(3, 3)

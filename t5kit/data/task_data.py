@@ -12,10 +12,9 @@ import datasets
 import yaml
 
 from constants import STSB_TARGET_RESOLUTION, WNLI_AS_WSC
-from metrics import split_result_key
 from t5kit.data.superglue_formats import EXAMPLES
 from t5kit.data.task_files import FILE_FLAGS, convert_rows, read_split, report_dropped
-from t5kit.data.task_format import build_task_vals, format_stsb_target, get_task_vals
+from t5kit.data.task_format import build_task_vals, format_stsb_target, get_task_vals, split_result_key
 from t5kit.errors import UsageError
 
 logger = logging.getLogger(__name__)

@@ -230,6 +230,14 @@ def combines_metrics(task_vals) -> bool:
     return task_vals["task_type"] != "generation" and len(task_vals["metric_names"]) > 1
 
 
+def split_result_key(task: str, split: str) -> str:
+    """The per_task_metrics key for one split: "mnli" + "validation_matched" -> "mnli_matched"."""
+    for prefix in ("validation", "test"):
+        if split.startswith(prefix):
+            return task + split[len(prefix):]
+    return f"{task}_{split}"
+
+
 def build_task_vals(spec, name: str = "custom") -> dict:
     """A task entry from a YAML-declared mapping (prefix, text_column_name, label_column_name, metric_names,
     labels or task_type, optional metric_to_optimize), validated like the registry's entries."""

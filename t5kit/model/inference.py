@@ -16,7 +16,7 @@ import contextlib
 import torch
 from tqdm.auto import tqdm
 
-from metrics import rank_label_words, score_label_words
+from metrics import rank_label_words
 
 DECODER_START_TOKENS = 1  # T5 starts decoding from one pad token, which generate's max_length counts
 
@@ -66,7 +66,7 @@ def decode_texts(tokenizer, ids, keep_sentinels=False) -> list:
 def predict(model, tokenizer, input_ids, batch_size, label_words=None, max_new_tokens=None, num_beams=1,
             keep_sentinels=False, bf16=False, progress=True, **generate_kwargs) -> list:
     """One prediction per row of input_ids (lists of ids), in input order: the likeliest of label_words when given
-    (metrics.score_label_words), else the decoded generation of at most max_new_tokens tokens."""
+    (score_label_words), else the decoded generation of at most max_new_tokens tokens."""
     device = next(model.parameters()).device
     # max_length, not max_new_tokens: the generation config a fine-tuned model saves sets max_length, and giving
     # both makes transformers warn on every call.
@@ -88,3 +88,18 @@ def predict(model, tokenizer, input_ids, batch_size, label_words=None, max_new_t
                 predictions[index] = text
             bar.update(len(batch))
     return predictions
+
+
+def score_label_words(model, tokenizer, input_ids, attention_mask, label_words):
+    """(B, n_labels) sum of log-probabilities of each label word's target ids (EOS included, as the targets are
+    tokenized in training) given each input, as T5's rank classification scores. Encodes the inputs once; call
+    with the model in eval mode. input_ids, attention_mask: (B, input_length)."""
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        scores = []
+        for target_ids in tokenizer(list(label_words)).input_ids:
+            labels = torch.tensor(target_ids, device=input_ids.device).repeat(input_ids.shape[0], 1)  # (B, T)
+            logits = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask, labels=labels).logits
+            log_probs = logits.float().log_softmax(dim=-1)  # (B, T, vocab)
+            scores.append(log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(dim=-1))  # (B,)
+        return torch.stack(scores, dim=-1)  # (B, n_labels)

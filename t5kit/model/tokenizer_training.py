@@ -13,7 +13,6 @@ from transformers.convert_slow_tokenizer import SentencePieceExtractor
 from constants import EOS_ID, NUM_SENTINELS, PAD_ID, UNK_ID
 from t5kit.errors import UsageError
 from t5kit.model.building import check_t5_tokenizer
-from t5kit.outputs.run_folder import refuse_a_file_in_the_way
 
 SPIECE_FILE = "spiece.model"  # the name transformers' T5Tokenizer looks for (VOCAB_FILES_NAMES)
 # SentencePiece reads every line as text: rows of these formats would teach it braces, quotes and commas.
@@ -21,14 +20,10 @@ STRUCTURED_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv")
 TEXT_CHECK_BYTES = 1 << 16  # how much of each file to check for UTF-8 text; reading it all could take minutes
 
 
-def check_paths(args):
-    """Refuses bad training files and an output folder that is a file, under a file or not empty, before training."""
-    for path in args.train_files:
+def check_train_files(train_files):
+    """Refuses bad training files before training (the output folder is run_folder.check_new_output_dir's)."""
+    for path in train_files:
         check_train_file(path)
-    out = Path(args.output_dir)
-    refuse_a_file_in_the_way(out)
-    if out.is_dir() and any(out.iterdir()) and not args.overwrite_output_dir:
-        raise UsageError(f"--output_dir {out} is not empty; use --overwrite_output_dir to replace it")
 
 
 def check_train_file(path):

@@ -51,6 +51,15 @@ def refuse_a_file_in_the_way(path):
         raise UsageError(f"--output_dir {path}{where} is a file; pass a folder")
 
 
+def check_new_output_dir(output_dir, overwrite_output_dir):
+    """For the scripts that build a whole folder and publish it at once (train_tokenizer.py): --output_dir must not
+    be a file, lie under one, or hold files unless --overwrite_output_dir says they may be replaced."""
+    out = Path(output_dir)
+    refuse_a_file_in_the_way(out)
+    if out.is_dir() and any(out.iterdir()) and not overwrite_output_dir:
+        raise UsageError(f"--output_dir {out} is not empty; use --overwrite_output_dir to replace it")
+
+
 @contextlib.contextmanager
 def creating_output_dir(path):
     """Turns a failure to create --output_dir (under /proc, on a read-only mount) into one line: the user's path,

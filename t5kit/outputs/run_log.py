@@ -20,8 +20,11 @@ import os
 import re
 import time
 
-from t5kit.cli import RUN_LOG_ONLY
 from t5kit.outputs.run_folder import RUN_LOG_FILE
+
+# A log record with this attribute set goes to out.log only: the console has the same text already (cli.py's
+# `error:` line and traceback, HF's printed log lines: train/callbacks.py).
+RUN_LOG_ONLY = "run_log_only"
 
 SECRET_ENV_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
 SECRET_ENV_SUFFIXES = ("_TOKEN", "_KEY", "_SECRET")

@@ -5,7 +5,7 @@
   `eval_average` (the GLUE score when every task is GLUE, else the mean of each task's metric_to_optimize), which
   is what --metric_for_best_model defaults to for multi-split runs.
 - `--label_scoring rank` replaces generation for classification tasks: every label word is scored by its
-  log-likelihood (metrics.score_label_words) and the likeliest wins, so no prediction is invalid.
+  log-likelihood (model/inference.score_label_words) and the likeliest wins, so no prediction is invalid.
 - `--train_sampling_strategy length_buckets` (our default) batches rows of equal input and target length:
   the whole training set is sorted by (input, target) length with ties in random order, cut into batches, and the
   batches are shuffled (the longest goes first, so an out-of-memory error shows at step 1). HF's group_by_length
@@ -19,7 +19,8 @@ from torch.utils.data import Sampler, SequentialSampler
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
 from constants import GLUE_SCORE_METRICS
-from metrics import compute_task_metrics, glue_average, rank_label_words, score_label_words
+from metrics import compute_task_metrics, glue_average, rank_label_words
+from t5kit.model.inference import score_label_words
 from t5kit.optim import selection
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
