@@ -26,7 +26,7 @@ from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora
 from t5kit.optim import param_groups
-from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
+from t5kit.outputs import finetuning_card, hub_upload, model_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
@@ -123,7 +123,7 @@ def main(argv=None):
                                     mixing_rates)
         if training_args.do_train:  # an evaluate-only run saves no model to describe or push
             run = model_card.RunFacts("fine_tune_t5.py", argv, record)
-            model_card.write_model_card(training_args.output_dir, model_card.finetuning_card(
+            model_card.write_model_card(training_args.output_dir, finetuning_card.build_card(
                 run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"]))
         if training_args.merge_adapters:  # after the card and outputs: merging changes the model
             lora.save_merged_model(trainer.model, tokenizer,

@@ -18,7 +18,7 @@ from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus, ul2
 from t5kit.model import building, word_vectors
 from t5kit.optim import param_groups
-from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
+from t5kit.outputs import hub_upload, model_card, pretraining_card, run_folder, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.train import callbacks, resume, seams, stream_resume
@@ -138,7 +138,7 @@ def write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer):
     write_json(f"{out}/{run_folder.METRICS_FILE}", summary)
     plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", EVAL_METRIC)
     trainer.save_state()
-    model_card.write_model_card(out, model_card.pretraining_card(run, summary, trainer.model, tokenizer, trainer))
+    model_card.write_model_card(out, pretraining_card.build_card(run, summary, trainer.model, tokenizer, trainer))
     logger.info("wrote %s: model, config.yaml, metrics.json, loss_curve.png, README.md (model card), out.log", out)
 
 

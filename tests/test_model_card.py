@@ -15,7 +15,7 @@ from absl.testing import absltest, parameterized
 from huggingface_hub import ModelCard
 from markdown_it import MarkdownIt
 
-from t5kit.outputs import model_card
+from t5kit.outputs import model_card, pretraining_card
 from tests.helpers import fine_tune, pre_train, require, tiny_flags, tiny_run_flags
 
 FINE_TUNE_SECTIONS = ["Results", "Model", "Data", "Objective", "Training", "Training results", "How to use",
@@ -138,7 +138,7 @@ class ObjectiveTextTest(parameterized.TestCase):
     def test_word_vector_embeddings_are_said(self, init, said):
         record = {"objective": "span_corruption", "noise_density": 0.5, "mean_noise_span_length": 3.0,
                   "init_embeddings": init, "derived": {"input_length": 64, "target_length": 70, "tokens_length": 120}}
-        text = model_card.objective_text(record)
+        text = pretraining_card.objective_text(record)
         self.assertIn("50% of them in noise spans of mean length 3.0", text)
         self.assertEqual("started from word vectors counted from the training corpus" in text, said)
 

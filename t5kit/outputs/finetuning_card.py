@@ -1,0 +1,116 @@
+"""The model card of a fine-tuning run: per-task results in the model-index, the data table, each task's input and
+target format, the predict_t5.py command for its tasks; model_card.py holds what every card shares.
+
+    card = finetuning_card.build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits)  # step 9
+"""
+import shlex
+from pathlib import Path
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from t5kit.outputs.model_card import (CARD_SECTION, PIPELINE_TAG, base_model, card_name, flags_table,
+                                      hf_training_sections, markdown_table, metric_text, model_location, model_table,
+                                      render, reproduce_commands, usage_python, versions_list)
+from t5kit.outputs.run_folder import LOSS_CURVE_FILE
+from t5kit.outputs.run_log import secret_values
+
+MODEL_INDEX_TASK_TYPES = {"classification": "text-classification", "regression": "text-classification"}
+BENCHMARK_TASK_TYPES = {"summarization": "summarization", "translation": "translation"}
+TASK_TYPE_NAMES = {"text-classification": "Text Classification", "summarization": "Summarization",
+                   "translation": "Translation", PIPELINE_TAG: "Text2Text Generation"}
+
+
+def task_eval_results(task_vals, split_name, metrics) -> list:
+    """model-index entries of one evaluated split: its metric_names (and combined score), exact values."""
+    benchmark, task = task_vals["name"].split("/")
+    hub = task_vals.get("hub_name")
+    task_type = MODEL_INDEX_TASK_TYPES.get(task_vals["task_type"]) or BENCHMARK_TASK_TYPES.get(benchmark, PIPELINE_TAG)
+    names = [name for name in (*task_vals["metric_names"], "combined_score") if name in metrics]
+    return [EvalResult(task_type=task_type, task_name=TASK_TYPE_NAMES[task_type],
+                       dataset_type=hub[0] if hub else "custom",
+                       dataset_name=task_vals["name"], dataset_config=hub[1] if hub else None,
+                       dataset_split=split_name, metric_type=name, metric_value=metrics[name]) for name in names]
+
+
+def input_template(task_vals) -> str:
+    """The shape of a task's inputs: "rte sentence1: ... sentence2: ..." (task_format.format_input's layout)."""
+    columns = task_vals["text_column_name"]
+    parts = ["..."] if isinstance(columns, str) else [f"{column}: ..." for column in columns]
+    return " ".join([task_vals["prefix"], *parts] if task_vals["prefix"] else parts)
+
+
+def custom_task_spec(task_vals) -> dict:
+    """A YAML-declared task as build_task_vals takes it back (predict_t5.py rebuilds it from the card)."""
+    keys = ("task_type", "prefix", "text_column_name", "label_column_name", "labels", "metric_names",
+            "metric_to_optimize")
+    return {key: list(task_vals[key]) if isinstance(task_vals[key], tuple) else task_vals[key] for key in keys}
+
+
+def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> ModelCard:
+    """The card of a fine-tuning run; summary: what metrics.json holds; eval_splits: the TaskSplits evaluated."""
+    record, secrets = run.record, secret_values()
+    names = [task["name"] for task in tasks]
+    per_task = summary["per_task_metrics"]
+    results, rows = [], []
+    for split in eval_splits:
+        metrics = per_task[split.key]
+        results += task_eval_results(split.task_vals, split.plan.split, metrics)
+        shown = [name for name in (*split.task_vals["metric_names"], "combined_score", "invalid_rate")
+                 if name in metrics]
+        rows += [(split.task_vals["name"], split.plan.split, name, metric_text(metrics[name])) for name in shown]
+    if "average" in summary:
+        rows.append(("all", "validation", "average", metric_text(summary["average"])))
+    hub_datasets = list(dict.fromkeys(task["hub_name"][0] for task in tasks if task.get("hub_name")))
+    custom = {task["name"]: custom_task_spec(task) for task in tasks if task["name"].startswith("custom/")}
+    card_data = ModelCardData(
+        model_name=card_name(record), library_name="transformers", pipeline_tag=PIPELINE_TAG,
+        tags=["t5", PIPELINE_TAG, "t5kit", *dict.fromkeys(name.split("/")[0] for name in names)],
+        datasets=hub_datasets or None, base_model=base_model(record),
+        metrics=list(dict.fromkeys(r.metric_type for r in results)) or None, eval_results=results or None,
+        **{CARD_SECTION: {"script": run.script, "tasks": names, "custom_tasks": custom,
+                          "max_source_length": record["max_source_length"],
+                          "max_target_length": record.get("max_target_length"),
+                          "label_scoring": record["label_scoring"]}})
+    data_rows = [(key, stats["rows"], stats["used"], stats["malformed"], stats["truncated_inputs"])
+                 for key, stats in summary["data"].items()]
+    examples_seen = trainer.state.global_step * record["derived"]["global_batch_size"]
+    first = eval_splits[0] if eval_splits else None
+    example = first.inputs[0] if first else f"{tasks[0]['prefix']} ..."
+    max_new_tokens = first.max_target_length if first else record.get("max_target_length") or 128
+    objective = "\n".join(
+        f"- `{task['name']}` ({task['task_type']}): input `{input_template(task)}`, target "
+        + (", ".join(f"`{word}`" for word in task["labels"].values()) if task["labels"] else
+           "the text of " + f"`{task['label_column_name']}`") for task in tasks)
+    scoring = ("Classification tasks are predicted by ranking the label words (`--label_scoring rank`)."
+               if record["label_scoring"] == "rank" else "Predictions are generated and must equal a label word "
+               "(anything else counts as wrong).")
+    hyperparameters, training_results = hf_training_sections(trainer)
+    where = model_location(record)
+    origin = f"`{record['model_name_or_path']}`" if record.get("model_name_or_path") else \
+        f"a random `{record['model_size']}` init"
+    return render(
+        card_data, title=card_name(record), loss_curve=LOSS_CURVE_FILE,
+        summary=(f"A T5 model fine-tuned text-to-text on {', '.join(names)} from {origin} by t5kit's `{run.script}`: "
+                 f"{examples_seen:,} examples seen in {trainer.state.global_step} optimizer steps; the model kept "
+                 f"is the best checkpoint by `{summary.get('metric_for_best_model')}`."),
+        results=markdown_table(("task", "split", "metric", "value"), rows),
+        model_table=model_table(model, tokenizer, record),
+        data_table=markdown_table(("split", "rows read", "rows used", "malformed", "inputs truncated"), data_rows)
+        + f"\n\nSource: {source_of(record)}. Inputs up to {record['max_source_length']} tokens.",
+        objective=f"T5's text-to-text format:\n\n{objective}\n\n{scoring}",
+        flags_table=flags_table(record, trainer.state.global_step), hyperparameters=hyperparameters,
+        training_results=training_results,
+        usage_python=usage_python(where, example, max_new_tokens, keep_sentinels=False),
+        usage_command=(f"python predict_t5.py --model_name_or_path {shlex.quote(where)} --input_file rows.jsonl "
+                       f"--output_file predictions.jsonl   # --task defaults to {names[0]}"
+                       + (" (the first task; pass --task for another)" if len(names) > 1 else "")),
+        reproduce=reproduce_commands(run, secrets), versions=versions_list(record))
+
+
+def source_of(record) -> str:
+    files = [record.get(flag) for flag in ("train_file", "validation_file", "test_file") if record.get(flag)]
+    if files:
+        return ", ".join(f"`{Path(path).name}`" for path in files)
+    if record.get("data_dir"):
+        return "the official files in " + ", ".join(f"`{folder}`" for folder in record["data_dir"])
+    return "the hub datasets above"
