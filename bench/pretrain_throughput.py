@@ -47,6 +47,7 @@ degrades gracefully, so on a busy machine compare arms at --threads 1. The load 
 """
 import argparse
 import gc
+import json
 import os
 import sys
 import tempfile
@@ -115,6 +116,10 @@ def parse_args(argv=None):
                              "fastest. Default: span on cuda, steps on cpu (no overlap there; the fastest step "
                              "filters out other processes)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--profile_arm", choices=("bare", "trainer", "both"), default="bare",
+                        help="which arm --profile profiles (both: the Trainer's extra ops name its gap)")
+    parser.add_argument("--json_out", default=None, metavar="FILE.json",
+                        help="also write each arm's figures to this file (bench/gpu_check.py reads it)")
     args = parser.parse_args(argv)
     args.timing = args.timing or ("span" if args.device == "cuda" else "steps")
     if args.burn_in < 1 or args.steps < 1:
@@ -234,14 +239,30 @@ class StepClock(TrainerCallback):
             self.times.append(time.perf_counter())
 
 
-def time_trainer(args, tokenizer, windows, collator, dtype_name):
-    """Seconds of each Trainer step after burn-in, and the mean training loss over all steps."""
+class ProfileTimedSteps(TrainerCallback):
+    """Runs a torch.profiler over the Trainer's timed steps: from the end of burn-in to the end of training."""
+
+    def __init__(self, profiler, burn_in):
+        self.profiler, self.burn_in = profiler, burn_in
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.burn_in:
+            self.profiler.start()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.profiler.stop()
+
+
+def time_trainer(args, tokenizer, windows, collator, dtype_name, profiler=None):
+    """Seconds of each Trainer step after burn-in, and the mean training loss over all steps. A torch.profiler given
+    here records the timed steps only."""
     with tempfile.TemporaryDirectory() as output_dir:
         training_args = make_training_args(args, output_dir, dtype_name)
         clock = StepClock(args.burn_in, args.steps, args.timing, args.device)
+        callbacks = [clock] + ([ProfileTimedSteps(profiler, args.burn_in)] if profiler is not None else [])
         trainer = PretrainTrainer(model=build_model(args, tokenizer, training_args), args=training_args,
                                   train_dataset=windows, data_collator=collator, processing_class=tokenizer,
-                                  callbacks=[clock])
+                                  callbacks=callbacks)
         trainer.remove_callback(PrinterCallback)  # its end-of-train metrics dict would interleave our lines
         result = trainer.train()
         del trainer
@@ -284,16 +305,17 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
     return step_seconds(times, args.steps), total_loss.item() / len(batches)
 
 
-def profile_bare_loop(args, tokenizer, batches, dtype_name):
-    """Prints the ops with the most self time on the device over the bare loop's timed steps (a separate pass, so
-    profiling overhead never touches the figures above), and writes the trace if asked."""
+def profile_arm(args, arm, time_arm, dtype_name):
+    """Prints the ops with the most self time on the device over one arm's timed steps (a separate pass, so
+    profiling overhead never touches the figures above), and writes the trace if asked. time_arm(profiler) runs
+    the arm. With both arms profiled, the ops the Trainer's table has and the bare loop's lacks name its gap."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if args.device == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     profiler = torch.profiler.profile(activities=activities)
-    seconds, _ = time_bare_loop(args, tokenizer, batches, dtype_name, profiler)
+    seconds, _ = time_arm(profiler)
     sort_by = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
-    print(f"profile, {dtype_name} bare loop, {args.steps} timed steps ({seconds.sum():.3g} s under the profiler), "
+    print(f"profile, {dtype_name} {arm}, {args.steps} timed steps ({seconds.sum():.3g} s under the profiler), "
           f"sorted by {sort_by}:", flush=True)
     print(profiler.key_averages().table(sort_by=sort_by, row_limit=args.profile, max_name_column_width=60),
           flush=True)
@@ -344,9 +366,21 @@ def run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peak
         timing = f"mean of {args.steps} steps timed as one span: {trainer_seconds[0]:.3g} vs {bare_seconds[0]:.3g} s"
     line += f" ({device_name(args.device)}) | {timing} | mean loss {trainer_loss:.4f} vs {bare_loss:.4f}"
     print(line, flush=True)
-    if args.profile:
-        profile_bare_loop(args, tokenizer, batches, dtype_name)
+    if args.profile and args.profile_arm in ("bare", "both"):
+        profile_arm(args, "bare loop", lambda profiler: time_bare_loop(args, tokenizer, batches, dtype_name, profiler),
+                    dtype_name)
         free_memory(args.device)
+    if args.profile and args.profile_arm in ("trainer", "both"):
+        profile_arm(args, "trainer", lambda profiler: time_trainer(
+            args, tokenizer, windows, make_collator(tokenizer, span_args, target_length, args.seed), dtype_name,
+            profiler), dtype_name)
+        free_memory(args.device)
+    spec = SPEC_BF16_TFLOPS.get(chip) if args.device == "cuda" and dtype_name == "bf16" else None
+    return {"dtype": dtype_name, "trainer_tokens_per_s": trainer_tps, "bare_tokens_per_s": bare_tps,
+            "trainer_vs_bare": trainer_tps / bare_tps, "trainer_flops_per_s": achieved,
+            "matmul_peak_flops_per_s": peak, "trainer_mfu_vs_spec": achieved / (spec * 1e12) if spec else None,
+            "bare_mfu_vs_spec": flops_per_step / min(bare_seconds) / (spec * 1e12) if spec else None,
+            "trainer_loss": trainer_loss, "bare_loss": bare_loss, "device_name": device_name(args.device)}
 
 
 def main(argv=None):
@@ -377,12 +411,19 @@ def main(argv=None):
     peaks = {name: measure_matmul_peak(args.device, DTYPES[name], size) for name in dtype_names}
     print("matmul peak " + ", ".join(f"{name} {format_flops(peak)}" for name, peak in peaks.items())
           + f" ({size}^3, {device_name(args.device)})", flush=True)
+    arms = []
     for dtype_name in dtype_names:
         if args.dtype == "both" and dtype_name == "bf16" and peaks["bf16"] < peaks["fp32"]:
             print(f"{args.model_size} bf16 {args.device}: skipped, bf16 matmuls run slower than fp32 here "
                   f"({format_flops(peaks['bf16'])} vs {format_flops(peaks['fp32'])}); --dtype bf16 runs it anyway")
             continue
-        run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peaks[dtype_name], flops_per_step)
+        arms.append(run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peaks[dtype_name],
+                            flops_per_step))
+    if args.json_out:
+        settings = {name: getattr(args, name) for name in ("model_size", "batch_size", "input_length", "compile",
+                                                           "attn_implementation", "optim", "steps")}
+        Path(args.json_out).write_text(json.dumps({**settings, "target_length": target_length,
+                                                   "flops_per_step": flops_per_step, "arms": arms}, indent=2))
 
 
 if __name__ == "__main__":

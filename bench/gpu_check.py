@@ -1,0 +1,301 @@
+"""One prepared check for a short GPU window: everything the project needs measured on a GPU, in one command that
+stays inside a time budget (8 minutes by default) and writes one JSON and one Markdown table.
+
+    bash bench/gpu_check.sh --output_dir runs/gpu_check               # on the GPU machine (installs wheels first)
+    python bench/gpu_check.py --device cpu --tiny --output_dir /tmp/c   # the CPU dry run CI runs (under 2 minutes)
+
+Each section runs as its own process (the project's scripts and benches, as a user runs them), so a crash or an
+out-of-memory error in one leaves the others their figures, and GPU memory is free between them. A section starts
+only if its estimate fits in what is left of the budget, and it is stopped when the budget runs out; either way
+the JSON says why it has no figures. Sections, in order (--tiny shrinks each to seconds on a CPU):
+
+- environment: the device, torch / transformers / accelerate / deepspeed versions, bf16 support.
+- throughput_*: bench/pretrain_throughput.py (Trainer vs bare loop, tokens/s, MFU against the card's bf16 spec) for
+  t5-v1_1-base, bf16, input 512 / target 114: eager and compiled, sdpa and t5_flex.
+- trainer_profile: where the Trainer arm's step goes (torch.profiler over a few steps of the compiled sdpa arm).
+- bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, and bf16 with
+  --z_loss where the flag exists; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
+- ul2_packing: real tokens/s of --objective ul2 with and without --packing (skipped where --packing is absent).
+- zero2, fsdp: a few steps under DeepSpeed ZeRO-2 (torchrun, one process) and under FSDP (accelerate, one process).
+- inference: bench/predict.py (predict_t5.py's batching vs the generate loop; CTranslate2 arms where installed).
+- quality: bench/quality.py's arms with GPU-sized pre-training, when the budget still allows.
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# bf16 vs fp32 over the last 50 logged steps: mean absolute difference of the training loss. Rounding noise moves a
+# small model's loss by a few hundredths; a broken bf16 path (overflow, a lost scale) moves it by tenths or more.
+LOSS_TOLERANCE = 0.1
+TEXT_FILES = ("austen-emma.txt", "melville-moby_dick.txt", "shakespeare-hamlet.txt")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", required=True, help="gpu_check.json, gpu_check.md and logs/ go here")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--tiny", action="store_true", help="tiny models and few steps: the CPU dry run")
+    parser.add_argument("--budget_s", type=float, default=None, help="total seconds (default 480; --tiny 110)")
+    parser.add_argument("--batch_size", type=int, default=32, help="throughput batch for t5-v1_1-base at 512")
+    parser.add_argument("--skip", nargs="*", default=[], help="section names to leave out")
+    return parser.parse_args(argv)
+
+
+class Check:
+    """The budget, the output folder and the sections' results."""
+
+    def __init__(self, args):
+        self.args, self.start = args, time.time()
+        self.budget = args.budget_s or (110.0 if args.tiny else 480.0)
+        self.out = Path(args.output_dir)
+        (self.out / "logs").mkdir(parents=True, exist_ok=True)
+        self.results = {}
+
+    def left(self):
+        return self.budget - (time.time() - self.start)
+
+    def run(self, name, estimate_s, section):
+        """Runs section(check) -> figures if estimate_s fits in what is left; records status, seconds and note."""
+        if name in self.args.skip:
+            self.results[name] = {"status": "skipped", "note": "--skip", "seconds": 0.0}
+        elif estimate_s > self.left():
+            self.results[name] = {"status": "skipped", "seconds": 0.0,
+                                  "note": f"would overrun: estimate {estimate_s:.0f} s, {self.left():.0f} s left"}
+        else:
+            began = time.time()
+            try:
+                figures = section(self)
+                status, note = "ok", ""
+            except SectionSkipped as skip:
+                figures, status, note = {}, "skipped", str(skip)
+            except BudgetSpent as stop:
+                figures, status, note = {}, "stopped", str(stop)
+            except Exception as err:  # noqa: BLE001: one failed section must not cost the others their figures
+                figures, status, note = {}, "failed", f"{type(err).__name__}: {err}"
+            self.results[name] = {"status": status, "note": note, "seconds": round(time.time() - began, 1),
+                                  "figures": figures}
+        print(f"[gpu_check] {name}: {self.results[name]['status']} {self.results[name].get('note', '')}",
+              flush=True)
+
+    def command(self, name, argv, env=None):
+        """Runs one command (cwd: the repository), its output in logs/NAME.log; stopped when the budget runs out."""
+        log = self.out / "logs" / f"{name}.log"
+        with open(log, "w") as handle:
+            handle.write(shlex.join(map(str, argv)) + "\n")
+            handle.flush()
+            try:
+                done = subprocess.run(list(map(str, argv)), cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+                                      env={**os.environ, **(env or {})}, timeout=max(self.left(), 1))
+            except subprocess.TimeoutExpired:
+                raise BudgetSpent(f"stopped at the end of the budget (log: {log})") from None
+        if done.returncode != 0:
+            raise RuntimeError(f"exit code {done.returncode} (log: {log}): {tail(log)}")
+        return log.read_text()
+
+
+class SectionSkipped(Exception):
+    """A section that cannot run here (a flag or a package this tree lacks): a note, not a failure."""
+
+
+class BudgetSpent(Exception):
+    """A section stopped because the whole check's time ran out."""
+
+
+def tail(path, lines=3):
+    return " | ".join(Path(path).read_text().strip().splitlines()[-lines:])
+
+
+def environment(check):
+    import torch
+    import transformers
+
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+    for package in ("accelerate", "deepspeed", "ctranslate2"):
+        try:
+            versions[package] = __import__(package).__version__
+        except Exception:  # noqa: BLE001: absent or broken: recorded as such
+            versions[package] = None
+    cuda = check.args.device == "cuda" and torch.cuda.is_available()
+    if check.args.device == "cuda" and not cuda:
+        raise RuntimeError("--device cuda but torch sees no GPU")
+    return {"device": torch.cuda.get_device_name() if cuda else "cpu", "versions": versions,
+            "bf16": torch.cuda.is_bf16_supported() if cuda else None, "python": sys.version.split()[0]}
+
+
+def throughput(compile_, attention):
+    def section(check):
+        tiny = check.args.tiny
+        if tiny and compile_:
+            raise SectionSkipped("--tiny: torch.compile takes minutes on a CPU; the eager arms run the same script")
+        json_out = check.out / "logs" / f"throughput_{'compiled' if compile_ else 'eager'}_{attention}.json"
+        argv = [sys.executable, "bench/pretrain_throughput.py", "--device", check.args.device,
+                "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else "bf16",
+                "--batch_size", 2 if tiny else check.args.batch_size, "--input_length", 64 if tiny else 512,
+                "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10, "--attn_implementation", attention,
+                "--json_out", json_out, *(["--compile"] if compile_ else [])]
+        check.command(json_out.stem, argv)
+        return json.loads(json_out.read_text())
+    return section
+
+
+def trainer_profile(check):
+    tiny = check.args.tiny
+    argv = [sys.executable, "bench/pretrain_throughput.py", "--device", check.args.device,
+            "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else "bf16",
+            "--batch_size", 2 if tiny else check.args.batch_size, "--input_length", 64 if tiny else 512,
+            "--burn_in", 1, "--steps", 1 if tiny else 5, "--profile", 12, "--profile_arm", "both",
+            *([] if tiny else ["--compile"])]
+    text = check.command("trainer_profile", argv)
+    tables = text.split("profile, ")[1:]  # the bare loop's table, then the Trainer's
+    return {arm: [line for line in table.splitlines() if "%" in line][:12]
+            for arm, table in zip(("bare_loop", "trainer"), tables)}
+
+
+def pretrain_command(check, output_dir, steps, extra):
+    tiny = check.args.tiny
+    files = [str(SHARED_DATA / "gutenberg" / name) for name in TEXT_FILES]
+    return [sys.executable, "pre_train_t5.py", "--output_dir", output_dir, "--overwrite_output_dir", "true",
+            "--model_size", "t5-tiny" if tiny else "t5-mini", "--tokenizer_name_or_path", SHARED_DATA / "t5_spiece",
+            "--train_files", *files, "--validation_split_percentage", 1, "--input_length", 64 if tiny else 128,
+            "--per_device_train_batch_size", 4 if tiny else 32, "--max_steps", steps, "--logging_steps", 1,
+            "--learning_rate", 3e-3, "--warmup_steps", 10, "--eval_strategy", "no", "--save_strategy", "no",
+            "--report_to", "none", "--seed", 42, *(["--use_cpu", "true"] if check.args.device == "cpu" else []),
+            *extra]
+
+
+def logged_losses(output_dir):
+    """The training loss at every logged step (trainer_state.json's log history, in the final model folder)."""
+    state = json.loads((Path(output_dir) / "trainer_state.json").read_text())
+    return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+
+
+def has_flag(script, flag):
+    return flag in subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True,
+                                  text=True).stdout
+
+
+def bf16_correctness(check):
+    steps = 20 if check.args.tiny else 200
+    arms = {"fp32": [], "bf16": ["--bf16", "true"]}
+    if has_flag("pre_train_t5.py", "--z_loss"):
+        arms["bf16_z_loss"] = ["--bf16", "true", "--z_loss", "1e-4"]
+    if check.args.device == "cpu" and not cpu_computes_bf16():
+        arms = {"fp32": []}  # emulated bf16 runs ~40x slower on such a CPU: nothing to learn from it
+    curves = {}
+    for name, extra in arms.items():
+        folder = check.out / "runs" / f"bf16_{name}"
+        check.command(f"bf16_{name}", pretrain_command(check, folder, steps, extra))
+        curves[name] = logged_losses(folder)
+    figures = {"steps": steps, "tolerance": LOSS_TOLERANCE, "arms": {}}
+    for name, losses in curves.items():
+        finite = all(value == value and abs(value) != float("inf") for value in losses)
+        gap = mean_gap(losses, curves["fp32"])
+        figures["arms"][name] = {"final_loss": losses[-1], "all_finite": finite, "mean_gap_to_fp32_last_50": gap,
+                                 "within_tolerance": gap <= LOSS_TOLERANCE}
+    return figures
+
+
+def mean_gap(losses, reference, last=50):
+    pairs = list(zip(losses, reference))[-last:]
+    return sum(abs(a - b) for a, b in pairs) / len(pairs)
+
+
+def cpu_computes_bf16():
+    import torch
+
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported",
+                                                                         "_is_amx_tile_supported"))
+
+
+def ul2_packing(check):
+    if not has_flag("pre_train_t5.py", "--packing"):
+        raise SectionSkipped("pre_train_t5.py has no --packing flag in this tree")
+    figures = {}
+    for packing in ("false", "true"):
+        folder = check.out / "runs" / f"ul2_packing_{packing}"
+        check.command(f"ul2_packing_{packing}", pretrain_command(
+            check, folder, 10 if check.args.tiny else 60, ["--objective", "ul2", "--packing", packing]))
+        figures[f"packing_{packing}"] = json.loads((folder / "metrics.json").read_text())
+    return figures
+
+
+def zero2(check):
+    folder = check.out / "runs" / "zero2"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 1,
+            *pretrain_command(check, folder, 5, ["--deepspeed", "zero_stage2_config.json"])[1:]]
+    check.command("zero2", argv)
+    return {"losses": logged_losses(folder)}
+
+
+def fsdp(check):
+    folder = check.out / "runs" / "fsdp"
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", 1,
+              *(["--cpu"] if check.args.device == "cpu" else []), "--config_file", "configs/accelerate/fsdp.yaml"]
+    check.command("fsdp", [*launch, *pretrain_command(check, folder, 5, [])[1:]])
+    return {"losses": logged_losses(folder)}
+
+
+def inference(check):
+    argv = [sys.executable, "bench/predict.py", "--device", check.args.device,
+            "--model_size", "t5-tiny" if check.args.tiny else "t5-small", "--tasks", "sst2",
+            "--max_examples", 64 if check.args.tiny else 1000, "--repeats", 1 if check.args.tiny else 3]
+    text = check.command("inference", argv)
+    return {"lines": [line for line in text.splitlines() if "x" in line and ("/s" in line or "examples" in line)]}
+
+
+def quality(check):
+    if check.args.tiny:
+        raise SectionSkipped("--tiny: bench/quality.py's arms need minutes even at GPU speed")
+    argv = [sys.executable, "bench/quality.py", "--work_dir", check.out / "runs" / "quality", "--task_adaptive",
+            "--tasks", "sst2", "--seeds", 1, 2, "--pretrain_overrides",
+            "--max_steps 3000 --per_device_train_batch_size 128 --bf16 true --use_cpu false",
+            "--finetune_overrides", "--bf16 true --use_cpu false"]
+    return {"lines": check.command("quality", argv).strip().splitlines()[-12:]}
+
+
+SECTIONS = (  # name, estimated seconds on one H100 and in the CPU dry run (2 cores), function
+    ("environment", 5, 5, environment),
+    ("throughput_eager_sdpa", 50, 12, throughput(False, "sdpa")),
+    ("throughput_compiled_sdpa", 90, 0, throughput(True, "sdpa")),
+    ("throughput_compiled_t5_flex", 90, 0, throughput(True, "t5_flex")),
+    ("throughput_eager_t5_flex", 50, 12, throughput(False, "t5_flex")),
+    ("trainer_profile", 60, 12, trainer_profile),
+    ("bf16_correctness", 60, 25, bf16_correctness),
+    ("ul2_packing", 40, 15, ul2_packing),
+    ("zero2", 60, 15, zero2),
+    ("fsdp", 40, 12, fsdp),
+    ("inference", 40, 10, inference),
+    ("quality", 150, 0, quality),
+)
+
+
+def markdown(check):
+    lines = ["| section | status | seconds | figures / note |", "|---|---|---|---|"]
+    for name, result in check.results.items():
+        shown = result.get("note") or json.dumps(result.get("figures"), default=str)[:300]
+        lines.append(f"| {name} | {result['status']} | {result['seconds']} | {shown.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    check = Check(args)
+    for name, gpu_estimate_s, tiny_estimate_s, section in SECTIONS:
+        check.run(name, tiny_estimate_s if args.tiny else gpu_estimate_s, section)
+    report = {"device": args.device, "tiny": args.tiny, "budget_s": check.budget,
+              "seconds": round(time.time() - check.start, 1), "sections": check.results}
+    (check.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str))
+    (check.out / "gpu_check.md").write_text(markdown(check))
+    print(markdown(check))
+    return report
+
+
+if __name__ == "__main__":
+    main()

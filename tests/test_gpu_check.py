@@ -1,0 +1,56 @@
+"""bench/gpu_check.py's CPU dry run (--device cpu --tiny): the one prepared GPU check cannot rot between GPU windows.
+Every section is in the JSON and the Markdown table, none failed, the core sections ran and carry their figures."""
+import json
+import os
+import subprocess
+import sys
+
+from absl.testing import absltest, parameterized
+
+from tests.helpers import REPO, require
+
+SECTIONS = ("environment", "throughput_eager_sdpa", "throughput_compiled_sdpa", "throughput_compiled_t5_flex",
+            "throughput_eager_t5_flex", "trainer_profile", "bf16_correctness", "ul2_packing", "zero2", "fsdp",
+            "inference", "quality")
+
+
+class GpuCheckDryRunTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        require("t5_spiece")
+        cls.out = absltest.get_default_test_tmpdir() + "/gpu_check"
+        subprocess.run([sys.executable, "bench/gpu_check.py", "--device", "cpu", "--tiny", "--output_dir", cls.out],
+                       cwd=REPO, env=dict(os.environ), check=True, capture_output=True, text=True, timeout=600)
+        with open(f"{cls.out}/gpu_check.json") as handle:
+            cls.report = json.load(handle)
+
+    def test_every_section_is_reported_and_none_failed(self):
+        self.assertEqual(list(self.report["sections"]), list(SECTIONS))
+        for name, result in self.report["sections"].items():
+            self.assertIn(result["status"], ("ok", "skipped"), f"{name}: {result}")
+            if result["status"] == "skipped":
+                self.assertNotEmpty(result["note"], name)
+        table = open(f"{self.out}/gpu_check.md").read()
+        for name in SECTIONS:
+            self.assertIn(f"| {name} |", table)
+
+    def test_the_core_sections_ran_with_their_figures(self):
+        sections = self.report["sections"]
+        self.assertEqual(sections["environment"]["figures"]["device"], "cpu")
+        arm = sections["throughput_eager_sdpa"]["figures"]["arms"][0]
+        self.assertGreater(arm["trainer_tokens_per_s"], 0)
+        self.assertAlmostEqual(arm["trainer_loss"], arm["bare_loss"], delta=0.05)  # same model, batches, optimizer
+        bf16 = sections["bf16_correctness"]
+        self.assertEqual(bf16["status"], "ok", bf16)
+        self.assertTrue(all(a["all_finite"] for a in bf16["figures"]["arms"].values()), bf16)
+        self.assertTrue(bf16["figures"]["arms"]["fp32"]["within_tolerance"])  # fp32 against itself: gap 0
+
+    def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
+        for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex", "quality"):
+            self.assertIn("--tiny", self.report["sections"][name]["note"])
+
+
+if __name__ == "__main__":
+    absltest.main()
