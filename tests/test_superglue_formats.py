@@ -153,6 +153,62 @@ class FixtureSplitTest(parameterized.TestCase):
         self.assertEqual((split.targets[0], split.indices[:2]), (None, ["0", "1"]))
 
 
+class OfficialWscTest(parameterized.TestCase):
+    """wsc_simple on the official SuperGLUE WSC files (../shared/data/superglue/WSC): no row lost, T5's bytes."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+
+    def build(self, split, role):
+        plan = task_data.SplitPlan(get_task_vals("super_glue", "wsc"), split, role, "wsc")
+        args = data_args(dataset_name="wsc", data_dir=[str(require("superglue/WSC"))])
+        return task_data.build_task_split(plan, args, self.tokenizer)
+
+    @parameterized.named_parameters(
+        # (split, role, rows, examples): training keeps the rows whose candidate is the referent (T5's
+        # correct_referent_only), evaluation and prediction keep them all.
+        ("train", "train", "train", 554, 259), ("validation", "validation", "eval", 104, 104),
+        ("test", "test", "predict", 146, 146))
+    def test_every_official_row_is_formatted(self, split, role, rows, examples):
+        result = self.build(split, role)
+        self.assertEqual((result.stats["rows"], result.stats["malformed"], result.stats["used"]),
+                         (rows, 0, examples))
+        self.assertTrue(all(text.startswith("wsc: ") and text.count("*") == 2 for text in result.inputs))
+
+    def test_validation_row_42_is_t5s_special_case(self):
+        # span2_index 30 names "use", not "it": T5's _wsc_inputs spells this text out, byte for byte.
+        split = self.build("validation", "eval")
+        position = split.indices.index(42)
+        self.assertEqual(split.inputs[position], (
+            "wsc: When they had eventually calmed down a bit , and had gotten home, Mr. Farley put the magic pebble "
+            "in an iron safe . Some day they might want to use *it* , but really for now, what more could they wish "
+            "for?"))
+        self.assertEqual(split.targets[position], "safe")
+
+    def test_train_rows_137_453_533_are_t5s_other_special_case(self):
+        # span2_index 22 names 'him,"': T5 blanks "him" and moves the comma and quote behind it.
+        split = self.build("train", "eval")
+        expected = ("wsc: The boy continued to whip the pony , and eventually the pony threw him over. John laughed "
+                    "out quite loud. \"Good for *him* ,\" he said.")
+        self.assertEqual([(split.inputs[split.indices.index(idx)], split.targets[split.indices.index(idx)])
+                          for idx in (137, 453, 533)], [(expected, "pony"), (expected, "John"), (expected, "boy")])
+
+    @parameterized.named_parameters(
+        # TFDS's wsc.fixed (_fix_wst): span1_text "The table" takes the case of its word in the text.
+        ("case", "validation", 5, "the table"),
+        # ... and loses its newline.
+        ("newline", "train", 234, "willow-towered Canopy Huntertropic wrestles"),
+        # ... and its trailing full stop.
+        ("full_stop", "test", 117, "the traffic light"),
+        # Kamenev and Zinoviev are not adjacent in the text: TFDS leaves the span as it is.
+        ("unfixable", "test", 80, "Kamenev and Zinoviev"))
+    def test_span_texts_are_repaired_as_wsc_fixed(self, split, idx, referent):
+        result = self.build(split, "predict" if split == "test" else "eval")
+        self.assertEqual(result.meta[result.indices.index(idx)]["referent"], referent)
+
+
 class MalformedRowTest(parameterized.TestCase):
     """Rows that do not hold together are counted as malformed and logged, never a crash; the others are kept."""
 

@@ -120,31 +120,53 @@ def record_examples(task_vals, row):
 
 # ------------------------------------------------------------------------------------------------------- WSC
 WSC_SPAN_KEYS = ("span1_index", "span2_index", "span1_text", "span2_text")
-# _wsc_inputs' two special cases, where span2_index does not point at the pronoun. The texts are reproduced from
-# T5's source as we know it; a row whose text differs in any byte is checked like every other row instead.
+# _wsc_inputs' two special cases, where span2_index does not point at the pronoun (train idx 137, 453 and 533: word
+# 22 is 'him,"'; validation idx 42: word 30 is 'use'). Both texts are byte for byte T5's (preprocessors.py @ 84f8bcc)
+# and the official files'; a row whose text differs in any byte is checked like every other row instead.
 WSC_SPECIAL_INPUTS = {
     "The boy continued to whip the pony , and eventually the pony threw him over. John laughed out quite loud. "
     "\"Good for him,\" he said. ":
         "The boy continued to whip the pony , and eventually the pony threw him over. John laughed out quite "
         "loud. \"Good for X ,\" he said.",
     "When they had eventually calmed down a bit , and had gotten home, Mr. Farley put the magic pebble in an iron "
-    "safe . Some day they might want to use it , but really for now, what more would they wish for?":
+    "safe . Some day they might want to use it , but really for now, what more could they wish for?":
         "When they had eventually calmed down a bit , and had gotten home, Mr. Farley put the magic pebble in an "
-        "iron safe . Some day they might want to use X , but really for now, what more would they wish for?",
+        "iron safe . Some day they might want to use X , but really for now, what more could they wish for?",
 }
 
 
 def wsc_rows(raw, labelled):
-    """The official file nests the spans under "target"; TFDS flattens them. TFDS's wsc.fixed (the config T5 reads)
-    also repairs the span texts of a few rows (`_fix_wst`); those repairs are not reproduced here: such a row is
-    formatted as it comes, and counted as malformed where its pronoun index then fails T5's check."""
+    """The official file nests the spans under "target"; TFDS flattens them and, in wsc.fixed (the config T5
+    reads, as the hub's), repairs span texts that are not in the text (`_fix_wst`, see wsc_fixed_span)."""
     target = raw.get("target")
     if not isinstance(target, dict) or any(key not in target for key in WSC_SPAN_KEYS) \
             or not isinstance(raw.get("text"), str) or "idx" not in raw or (labelled and raw.get("label") is None):
         return None
+    spans = {key: target[key] for key in WSC_SPAN_KEYS}
+    for span in ("span1", "span2"):
+        spans[f"{span}_text"] = wsc_fixed_span(raw["text"], spans[f"{span}_text"], spans[f"{span}_index"])
+    if None in spans.values():
+        return None
     label = raw.get("label")
-    return [{"text": raw["text"], **{key: target[key] for key in WSC_SPAN_KEYS}, "idx": raw["idx"],
-             "label": NO_LABEL if label is None else int(bool(label))}]
+    return [{"text": raw["text"], **spans, "idx": raw["idx"], "label": NO_LABEL if label is None else int(bool(label))}]
+
+
+# Spans TFDS leaves as they are: their words are not adjacent in the text.
+WSC_UNFIXABLE_SPANS = ("Kamenev and Zinoviev", "Kamenev, Zinoviev, and Stalin")
+
+
+def wsc_fixed_span(text, span_text, index):
+    """TFDS super_glue `_fix_wst`: a span text not found in the text takes the case of the first letter of the word
+    at its index (words split on whitespace), loses trailing full stops and has newlines made spaces ("The table"
+    -> "the table": 88 train, 8 validation and 5 test rows of the official files). None where the index is no
+    word. (_fix_wst's "theyscold" repair is left out: no official row has that text.)"""
+    if not isinstance(span_text, str) or not span_text or span_text in text or span_text in WSC_UNFIXABLE_SPANS:
+        return span_text
+    words = text.split()
+    if not isinstance(index, int) or not 0 <= index < len(words):
+        return None
+    first = span_text[0].lower() if words[index][0].islower() else span_text[0].upper()
+    return (first + span_text[1:]).rstrip(".").replace("\n", " ")
 
 
 def wsc_pronoun_blanked(row):
