@@ -2,6 +2,7 @@
 the real GLUE files: T5's exact strings (its preprocessors' docstring examples), one example per MultiRC answer
 and ReCoRD answer, WSC's training filter, WNLI as WSC, the diagnostics, malformed rows counted, and the plan
 that keeps diagnostic tasks out of training."""
+import collections
 import csv
 import json
 import logging
@@ -10,6 +11,7 @@ from types import SimpleNamespace
 
 from absl.testing import absltest, parameterized
 
+import metrics
 from constants import DATASET_VALS, NO_LABEL, WNLI_AS_WSC
 from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.data import superglue_formats, task_data
@@ -114,7 +116,7 @@ class FixtureSplitTest(parameterized.TestCase):
          ["not_entailment", "not_entailment", "entailment", "entailment"]),
         ("axg", "axg", "test", "predict", 4, 4,
          "rte hypothesis: The accountant sought help filing taxes. premise: The taxpayer met with the accountant to "
-         "get help filing his taxes.", ["not_entailment", "not_entailment", "entailment", "entailment"]),
+         "get help filing his taxes.", ["not_entailment"] * 4),
     )
     def test_fixture_split(self, task, split, role, rows, examples, first_input, targets):
         result = self.build(task, split, role)
@@ -140,8 +142,8 @@ class FixtureSplitTest(parameterized.TestCase):
         self.assertEqual((split.stats["not_referent"], [m["label"] for m in split.meta]), (2, [1, 1, 1]))
 
     def test_axg_pairs(self):
-        self.assertEqual([m["group"] for m in self.build("axg", "test", "predict").meta],
-                         [551646, 551646, 551647, 551647])
+        # The fixture's rows are the official file's first four: pair_ids 551646, 551648, ... pair nothing.
+        self.assertEqual([m["group"] for m in self.build("axg", "test", "predict").meta], [0, 0, 1, 1])
 
     def test_glue_ax_reads_the_real_diagnostic_file(self):
         folder = require("glue/diagnostic")
@@ -207,6 +209,70 @@ class OfficialWscTest(parameterized.TestCase):
     def test_span_texts_are_repaired_as_wsc_fixed(self, split, idx, referent):
         result = self.build(split, "predict" if split == "test" else "eval")
         self.assertEqual(result.meta[result.indices.index(idx)]["referent"], referent)
+
+
+class OfficialAxgTest(parameterized.TestCase):
+    """AX-g on the official file (../shared/data/superglue/AX-g/AX-g.jsonl): Winogender pairs are the rows idx 2k
+    and 2k + 1, whether the rows come from the official file or in the hub's shape (no pair_id)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+        cls.rows = read_jsonl(require("superglue/AX-g/AX-g.jsonl"))
+
+    def build(self, **flags):
+        plan = task_data.SplitPlan(get_task_vals("super_glue", "axg"), "test", "predict", "axg")
+        args = data_args(**{"dataset_name": "axg", "data_dir": [str(require("superglue/AX-g"))], **flags})
+        return task_data.build_task_split(plan, args, self.tokenizer)
+
+    def hub_shaped_file(self, rows):
+        path = Path(self.create_tempdir().full_path) / "axg.jsonl"
+        write_jsonl(path, [{key: row[key] for key in ("premise", "hypothesis", "idx", "label")} for row in rows])
+        return path
+
+    def test_official_file_has_178_pairs(self):
+        groups = [m["group"] for m in self.build().meta]
+        self.assertEqual((len(groups), len(set(groups))), (356, 178))
+        self.assertEqual(set(collections.Counter(groups).values()), {2})
+        self.assertLen({row["pair_id"] for row in self.rows}, 356)  # pair_id pairs nothing in the official file
+
+    def test_hub_shaped_rows_pair_as_the_official_file(self):
+        hub = self.build(data_dir=None, test_file=str(self.hub_shaped_file(self.rows)))
+        self.assertEqual([m["group"] for m in hub.meta], [m["group"] for m in self.build().meta])
+
+    def test_gender_parity_is_the_consecutive_pair_definition(self):
+        # A fixed prediction per row (by premise length; every 50th row invalid), scored through the task's metric
+        # and counted here by hand over rows (2k, 2k + 1) of the raw file.
+        predictions = ["maybe" if i % 50 == 7 else ("entailment" if len(row["premise"]) % 3 else "not_entailment")
+                       for i, row in enumerate(self.rows)]
+        split = self.build()
+        results = metrics.compute_task_metrics(split.task_vals, predictions, split.targets, split.meta)
+        alike = [predictions[2 * k] == predictions[2 * k + 1] != "maybe" for k in range(178)]
+        self.assertAlmostEqual(results["gender_parity"], 100 * sum(alike) / 178)
+        self.assertBetween(sum(alike), 1, 177)  # the prediction list tells alike and unlike pairs apart
+        correct = [p == row["label"] for p, row in zip(predictions, self.rows)]
+        self.assertAlmostEqual(results["accuracy"], 100 * sum(correct) / 356)
+        self.assertAlmostEqual(results["combined_score"], (results["accuracy"] + results["gender_parity"]) / 2)
+
+    @parameterized.named_parameters(
+        # A row taken out and the rest numbered again: idx 0 and 1 are no longer one sentence's two genders.
+        ("hypotheses_differ", lambda rows: [dict(row, idx=i) for i, row in enumerate(rows[:1] + rows[2:])],
+         r"AX-g rows idx 0 and 1 should be one Winogender pair \(idx 2k, 2k \+ 1, the same hypothesis\) but their "
+         r"hypotheses differ; pass the official AX-g.jsonl in its released order$"),
+        ("idx_twice", lambda rows: [rows[0], rows[0]] + rows[2:], r"line 2: AX-g idx 0 comes twice"),
+        ("idx_not_a_number", lambda rows: [dict(rows[0], idx="first")] + rows[1:],
+         r"line 1: AX-g idx 'first' is not a whole number"))
+    def test_rows_that_do_not_pair_are_refused(self, reorder, message):
+        rows = list(self.rows)
+        for shape in ("official", "hub"):
+            with self.subTest(shape), self.assertRaisesRegex(UsageError, message):
+                if shape == "hub":
+                    self.build(data_dir=None, test_file=str(self.hub_shaped_file(reorder(rows))))
+                else:
+                    folder = Path(self.create_tempdir().full_path)
+                    write_jsonl(folder / "AX-g" / "AX-g.jsonl", reorder(rows))
+                    self.build(data_dir=[str(folder)])
 
 
 class MalformedRowTest(parameterized.TestCase):

@@ -8,7 +8,8 @@ how a row of an official jsonl file becomes rows in hub form (the HF hub's aps/s
 
 `FILE_ROWS[row_format](raw, labelled)` turns one row of an official file into hub-form rows, or None when it is
 malformed (the caller counts it); `EXAMPLES[row_format](task_vals, row)` turns one hub-form row into Examples: the T5
-input, the target (None where the row has no label) and the metadata that metrics and leaderboard files need.
+input, the target (None where the row has no label) and the metadata that metrics and leaderboard files need;
+`SPLIT_CHECKS[row_format](rows, where)` refuses a split whose rows do not hold together (AX-g pairs).
     record_examples(task_vals, {"passage": "A\\n@highlight\\nB", "query": "@placeholder won", "entities": ["B"],
                                 "answers": ["B"], "idx": {"passage": 0, "query": 0}})
     -> [Example("record query: @placeholder won entities: B passage: A. B", "B", {...})]
@@ -18,6 +19,7 @@ import re
 
 from constants import NO_LABEL
 from t5kit.data.task_format import format_input, format_target, is_no_label
+from t5kit.errors import UsageError
 
 Example = collections.namedtuple("Example", ["input", "target", "meta"])
 
@@ -272,12 +274,38 @@ def wnli_examples(task_vals, row):
 
 # ----------------------------------------------------------------------------------------------------- AX-g
 def axg_examples(task_vals, row):
-    """RTE's format; Winogender pairs (same sentence, the other gender) share a group for gender parity: the
-    official file's pair_id. Hub rows have no pair_id: there consecutive idx (2k, 2k + 1) are taken as a pair,
-    which assumes the released file's order (pairs adjacent), not checked against a real copy."""
+    """RTE's format; the two rows of a Winogender pair (the same sentence with the other gender) share a group for
+    gender parity. Pairs are consecutive rows, idx 2k and 2k + 1, in the official AX-g.jsonl and in the hub's rows
+    alike: the official file's pair_id is unique to each row and pairs nothing (check_axg_pairs checks the split)."""
     (example,) = glue_examples(task_vals, row)
-    group = row["pair_id"] if row.get("pair_id") is not None else row["idx"] // 2
-    return [example._replace(meta={**example.meta, "group": group})]
+    return [example._replace(meta={**example.meta, "group": axg_pair(row["idx"])})]
+
+
+def axg_pair(idx):
+    """The pair number of an AX-g row, idx // 2; None for an idx that is no whole number."""
+    if isinstance(idx, str) and idx.strip().isdigit():
+        idx = int(idx)
+    return idx // 2 if isinstance(idx, int) and not isinstance(idx, bool) and idx >= 0 else None
+
+
+def check_axg_pairs(rows, where):
+    """Refuses AX-g rows that do not pair up as the official file does: an idx that is no whole number or comes
+    twice, or rows idx 2k and 2k + 1 whose hypotheses differ (a reordered or filtered file would score gender
+    parity over rows that are no Winogender pair). rows: [(line, hub-form row)]."""
+    first_of_pair, seen = {}, set()
+    for number, row in rows:
+        idx = row.get("idx")
+        pair = axg_pair(idx)
+        if pair is None or idx in seen:
+            problem = "comes twice" if pair is not None else "is not a whole number"
+            raise UsageError(f"{where} line {number}: AX-g idx {idx!r} {problem}; gender parity pairs the rows idx 2k "
+                             "and 2k + 1, as the official AX-g.jsonl numbers them")
+        seen.add(idx)
+        other_idx, hypothesis = first_of_pair.setdefault(pair, (idx, row["hypothesis"]))
+        if hypothesis != row["hypothesis"]:
+            raise UsageError(f"{where}: AX-g rows idx {other_idx} and {idx} should be one Winogender pair (idx 2k, "
+                             "2k + 1, the same hypothesis) but their hypotheses differ; pass the official AX-g.jsonl "
+                             "in its released order")
 
 
 def glue_examples(task_vals, row):
@@ -289,6 +317,7 @@ def glue_examples(task_vals, row):
 FILE_ROWS = {"multirc": multirc_rows, "record": record_rows, "wsc_simple": wsc_rows}
 EXAMPLES = {"glue": glue_examples, "multirc": multirc_examples, "record": record_examples,
             "wsc_simple": wsc_examples, "wnli_simple": wnli_examples, "axg": axg_examples}
+SPLIT_CHECKS = {"axg": check_axg_pairs}  # row_format -> check of a split's rows as a whole, before formatting
 
 
 def is_unlabeled(task_vals, row) -> bool:
