@@ -252,8 +252,9 @@ class DataCollatorForT5SpanCorruption:
     def _check_lengths(self, num_noise_tokens, num_spans):
         """Shapes are fixed up front, so a flag combination that cannot produce them fails here, not mid-run. Where
         T5's length helper and T5's noise mask disagree (the mask keeps at least one noise token and one span and
-        rounds in float32; the helper's density-0.5 step), windows of the helper's tokens_length corrupt to a few ids more or fewer than
-        the helper's lengths: T5 then trims or pads them to the feature lengths, and so does this collator."""
+        rounds in float32; the helper's density-0.5 step), windows of the helper's tokens_length corrupt to a few
+        ids more or fewer than the helper's lengths: T5 then trims or pads them to the feature lengths, and so does
+        this collator."""
         if self.tokens_length < 2:
             raise UsageError(f"--input_length={self.input_length} is too short for span corruption (windows of "
                              f"{self.tokens_length} ids cannot hold a noise and a kept token); raise it")

@@ -1,7 +1,8 @@
-"""superglue_formats.py and the tasks it serves, on fixtures in the official layout (tests/fixtures/superglue) and
-the real GLUE files: T5's exact strings (its preprocessors' docstring examples), one example per MultiRC answer
-and ReCoRD answer, WSC's training filter, WNLI as WSC, the diagnostics, malformed rows counted, and the plan
-that keeps diagnostic tasks out of training."""
+"""superglue_formats.py and the tasks it serves, on the official files in ../shared/data (SuperGLUE WSC and AX-g,
+the GLUE files) and on fixtures in the official layout (tests/fixtures/superglue) where no official file is here:
+T5's exact strings (its preprocessors' docstring examples and special cases), one example per MultiRC answer and
+ReCoRD answer, WSC's training filter, AX-g's pairs, WNLI as WSC, the diagnostics, malformed rows counted, and the
+plan that keeps diagnostic tasks out of training."""
 import collections
 import csv
 import json
@@ -29,8 +30,16 @@ PUERTO_RICO = ("record query: For one, they can truthfully say, \"Don't blame me
                "Puerto Rico on Sunday overwhelmingly voted for statehood. But Congress, the only body that can "
                "approve new states, will ultimately decide whether the status of the US commonwealth changes. It "
                "was the fifth such vote on statehood. Puerto Rico voted Sunday in favor of US statehood")
-MARK = ("wsc: Mark told Pete many lies about himself, which Pete included in his book. *He* should have been more "
-        "truthful.")
+# The WSC fixture's rows are the official files' first five (their pronouns marked as T5's wsc_simple marks them).
+PONY = ("wsc: The pony behaved well, sir, and showed no vice; but at last he just threw up his heels and tipped the "
+        "young gentleman into the thorn hedge. *He* wanted me to help him out, but I hope you will excuse me, sir, I "
+        "did not feel inclined to do so.")
+BERNARD = ("wsc: Bernard , who had not told the government official that he was less than 21 when he filed for a "
+           "homestead claim, did not consider that he had done anything dishonest. Still, anyone who knew that he was "
+           "19 years old could take his claim away from *him* .")
+MAUDE = ("wsc: Maude and Dora had seen the trains rushing across the prairie, with long, rolling puffs of black smoke "
+         "streaming back from the engine. Their roars and their wild, clear whistles could be heard from far away. "
+         "Horses ran away when *they* came in sight.")
 
 
 def data_args(**overrides):
@@ -107,10 +116,10 @@ class FixtureSplitTest(parameterized.TestCase):
          [None] * 9),
         ("record_val", "record", "validation", "eval", 2, 4, PUERTO_RICO, ["US", "penguin", "pigeon", "potato"]),
         ("record_test", "record", "test", "predict", 2, 3, PUERTO_RICO, [None] * 3),
-        ("wsc_val", "wsc", "validation", "eval", 5, 5, MARK, ["Mark", "Pete", "Tom", "The trophy",
-                                                             "the brown suitcase"]),
-        ("wsc_train", "wsc", "train", "train", 5, 3, MARK, ["Mark", "Tom", "The trophy"]),  # referents only
-        ("wsc_test", "wsc", "test", "predict", 5, 5, MARK, [None] * 5),
+        ("wsc_val", "wsc", "validation", "eval", 5, 5, BERNARD, ["anyone", "Mr. Moncrieff", "lemon trees", "Larry",
+                                                                "Chester"]),
+        ("wsc_train", "wsc", "train", "train", 5, 2, PONY, ["young gentleman", "the cup"]),  # referents only
+        ("wsc_test", "wsc", "test", "predict", 5, 5, MAUDE, [None] * 5),
         ("axb", "axb", "test", "predict", 4, 4,
          "rte hypothesis: The cat did not sit on the mat. premise: The cat sat on the mat.",
          ["not_entailment", "not_entailment", "entailment", "entailment"]),
@@ -139,7 +148,7 @@ class FixtureSplitTest(parameterized.TestCase):
 
     def test_wsc_training_keeps_only_referents(self):
         split = self.build("wsc", "train", "train")
-        self.assertEqual((split.stats["not_referent"], [m["label"] for m in split.meta]), (2, [1, 1, 1]))
+        self.assertEqual((split.stats["not_referent"], [m["label"] for m in split.meta]), (3, [1, 1]))
 
     def test_axg_pairs(self):
         # The fixture's rows are the official file's first four: pair_ids 551646, 551648, ... pair nothing.
