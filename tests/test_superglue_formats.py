@@ -206,6 +206,19 @@ class OfficialWscTest(parameterized.TestCase):
         self.assertEqual([(split.inputs[split.indices.index(idx)], split.targets[split.indices.index(idx)])
                           for idx in (137, 453, 533)], [(expected, "pony"), (expected, "John"), (expected, "boy")])
 
+    def test_wsc_accuracy_on_the_official_validation_rows(self):
+        # Naming every candidate is right exactly on the rows whose candidate is the referent (label True), naming
+        # no candidate exactly on the others; the shares are counted here from the raw file.
+        split = self.build("validation", "eval")
+        referents = sum(row["label"] for row in read_jsonl(require("superglue/WSC/val.jsonl")))
+        task_vals = get_task_vals("super_glue", "wsc")
+        named = metrics.compute_task_metrics(task_vals, [m["referent"].upper() for m in split.meta], split.targets,
+                                             split.meta)
+        nobody = metrics.compute_task_metrics(task_vals, ["Zebedee"] * 104, split.targets, split.meta)
+        self.assertAlmostEqual(named["accuracy"], 100 * referents / 104)
+        self.assertAlmostEqual(nobody["accuracy"], 100 * (104 - referents) / 104)
+        self.assertEqual((named["invalid_count"], nobody["invalid_count"]), (0, 0))
+
     @parameterized.named_parameters(
         # TFDS's wsc.fixed (_fix_wst): span1_text "The table" takes the case of its word in the text.
         ("case", "validation", 5, "the table"),
