@@ -297,6 +297,8 @@ DATASET_VALS = {
             hub_name=("aps/super_glue", "axb"), data_dir_name="AX-b", data_files={"test": "AX-b.jsonl"},
             file_column_map={"sentence1": "premise", "sentence2": "hypothesis"}, t5_task="super_glue_axb_v102",
         ),
+        # AX-g's metrics and their combined_score (the mean) are ours: T5 gives AX-g none, the leaderboard shows
+        # accuracy and gender parity (pairs idx 2k, 2k + 1 predicted alike) side by side, averaged nowhere.
         "axg": dict(
             **_DIAGNOSTIC, metric_names=("accuracy", "gender_parity"), metric_to_optimize=COMBINED_SCORE,
             hub_name=("aps/super_glue", "axg"), data_dir_name="AX-g", data_files={"test": "AX-g.jsonl"},

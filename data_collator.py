@@ -39,7 +39,8 @@ def compute_input_and_target_lengths(inputs_length, noise_density, mean_noise_sp
     as it reads on its main branch (extra_tokens_per_span_inputs = extra_tokens_per_span_targets = 1): the search
     starts at inputs_length - 1, so T5's own test case (64, 0.2, 1.0) gives (63, 27) and (64, 0.2, 2.0) gives
     (70, 22). (HF's run_t5_mlm_flax.py copy starts at inputs_length, which overshoots by one token whenever a
-    window of inputs_length ids has as many noise spans as noise tokens: every mean span of 1.)
+    window of inputs_length ids has as many noise spans as noise tokens: every mean span of 1.) Like T5's helper it
+    rounds Python floats (float64, half to even); the noise mask itself rounds in float32 (count_noise).
     """
 
     def _inputs_and_targets_length(tokens_length):
@@ -62,10 +63,18 @@ def compute_input_and_target_lengths(inputs_length, noise_density, mean_noise_sp
 
 def count_noise(length, noise_density, mean_noise_span_length):
     """Returns (num_noise_tokens, num_noise_spans) for a window of `length` ids, as T5's random_spans_noise_mask:
-    noise tokens clipped to [1, length - 1] so both kinds exist, and at least one span."""
-    num_noise_tokens = min(max(int(np.round(length * noise_density)), 1), length - 1)
-    num_noise_spans = max(int(np.round(num_noise_tokens / mean_noise_span_length)), 1)
-    return num_noise_tokens, num_noise_spans
+    noise tokens clipped to [1, length - 1] so both kinds exist, and at least one span.
+
+    The mask rounds in TF float32, half to even (to_int(tf.round(to_float(length) * noise_density)), then
+    to_float(num_noise_tokens) / mean_noise_span_length), unlike the length helper's Python floats: a product that
+    is a half in float64 is not one in float32. float32(190) * float32(0.15) = 28.500002 gives 29 noise tokens
+    where 190 * 0.15 = 28.5 gives 28; so windows of the helper's tokens_length can hold a noise token and a span
+    more than the helper counted (at 0.15, 3.0: input lengths 172, 316, 352, 604, 640, ...). numpy's float32
+    product and np.rint (half to even) reproduce TF's ops exactly."""
+    num_noise_tokens = int(np.rint(np.float32(length) * np.float32(noise_density)))
+    num_noise_tokens = min(max(num_noise_tokens, 1), length - 1)
+    num_noise_spans = int(np.rint(np.float32(num_noise_tokens) / np.float32(mean_noise_span_length)))
+    return num_noise_tokens, max(num_noise_spans, 1)
 
 
 def draw_gap_picks(rng, batch_size, num_noise_tokens, num_kept_tokens, num_spans):
@@ -242,9 +251,10 @@ class DataCollatorForT5SpanCorruption:
 
     def _check_lengths(self, num_noise_tokens, num_spans):
         """Shapes are fixed up front, so a flag combination that cannot produce them fails here, not mid-run. Where
-        T5's length helper and T5's noise mask disagree (the mask keeps at least one noise token and one span; the
-        helper's density-0.5 step), windows of the helper's tokens_length corrupt to a few ids more or fewer than
-        the helper's lengths: T5 then trims or pads them to the feature lengths, and so does this collator."""
+        T5's length helper and T5's noise mask disagree (the mask keeps at least one noise token and one span and
+        rounds in float32; the helper's density-0.5 step), windows of the helper's tokens_length corrupt to a few
+        ids more or fewer than the helper's lengths: T5 then trims or pads them to the feature lengths, and so does
+        this collator."""
         if self.tokens_length < 2:
             raise UsageError(f"--input_length={self.input_length} is too short for span corruption (windows of "
                              f"{self.tokens_length} ids cannot hold a noise and a kept token); raise it")

@@ -16,14 +16,17 @@ Conventions (the same for every task, written to metrics.json):
   selection never compares NaN.
 - Generation tasks: an empty generation is counted as invalid and still scored (ROUGE/BLEU give it 0).
 - Classification and regression tasks with two metrics also report COMBINED_SCORE, their mean: the GLUE
-  server's task score (HF run_glue.py's "combined_score"); so do MultiRC, ReCoRD and AX-g, whose two numbers
-  SuperGLUE averages too.
+  server's task score (HF run_glue.py's "combined_score"); so do MultiRC and ReCoRD, whose two numbers SuperGLUE
+  averages too. AX-g's COMBINED_SCORE (the mean of accuracy and gender_parity) is ours alone: T5 scores AX-g with
+  no metric (glue_utils: "axg": []) and the SuperGLUE leaderboard shows its two numbers side by side, averaging
+  neither into anything; it only gives AX-g's metric_to_optimize a single number.
 - SuperGLUE's own metrics (t5/evaluation/metrics.py, t5/data/postprocessors.py): MultiRC exact_match is
   `mean_group_metric(all_match)` over questions and its f1 `multirc_f1_over_all_answers` (F1a, the binary f1
   here); ReCoRD is `deduplicate_metric(squad)`: one prediction per query, exact match and token F1 after SQuAD's
   normalisation, maximised over the query's answers, as the official ReCoRD script; WSC (and WNLI as WSC) map a
   generation to "names the candidate referent or not" with `postprocessors.wsc_simple` and score accuracy against
-  the label; AX-g's gender_parity is the share of Winogender pairs whose two predictions agree (SuperGLUE paper).
+  the label; AX-g's gender_parity is the share of Winogender pairs whose two predictions agree (SuperGLUE paper),
+  a pair being the rows idx 2k and 2k + 1 (superglue_formats.axg_examples).
   These take per-row metadata (TaskSplit.meta: groups, answers, labels, referents).
 """
 import collections
@@ -157,7 +160,8 @@ def group_exact_match(expected, predicted, groups) -> float:
 
 
 def gender_parity(predicted, groups) -> float:
-    """The share of Winogender pairs (groups of 2+ rows) predicted alike, an invalid prediction never alike."""
+    """The share of Winogender pairs predicted alike, an invalid prediction never alike. groups: each row's pair
+    number (idx // 2, superglue_formats.axg_examples); a row whose partner is absent (a cut split) is no pair."""
     by_group = collections.defaultdict(list)
     for prediction, group in zip(predicted, groups):
         by_group[group].append(int(prediction))

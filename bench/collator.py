@@ -29,9 +29,9 @@ SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "da
 
 
 def reference_noise_mask(length, rng, noise_density, mean_noise_span_length):
-    """T5's random_spans_noise_mask for one window, step by step in plain Python."""
-    num_noise = min(max(round(length * noise_density), 1), length - 1)
-    num_spans = max(round(num_noise / mean_noise_span_length), 1)
+    """T5's random_spans_noise_mask for one window, step by step in plain Python (its counts in float32, as TF)."""
+    num_noise = min(max(round(float(np.float32(length) * np.float32(noise_density))), 1), length - 1)
+    num_spans = max(round(float(np.float32(num_noise) / np.float32(mean_noise_span_length))), 1)
 
     def segment_lengths(num_items, num_segments):
         marks = [i < num_segments - 1 for i in range(num_items - 1)]

@@ -153,6 +153,14 @@ CASES = {
         validation_file=str(w / "t.jsonl"),
         test_file=write(w / "test.jsonl", '{"premise": "A man eats.", "hypothesis": "Nobody eats."}\n')),
         "test.jsonl line 1 has no idx (or index), which the super_glue server matches predictions by"),
+    "axg_rows_not_paired": ("fine_tune_t5", lambda w: finetune(
+        w, dataset_name=None, tasks="super_glue/rte,super_glue/axg", do_predict=True, data_dir=[write(
+            w / "sg" / "AX-g" / "AX-g.jsonl",
+            '{"premise": "He ate.", "hypothesis": "A man ate.", "idx": 0, "label": "entailment"}\n'
+            '{"premise": "She slept.", "hypothesis": "A woman slept.", "idx": 1, "label": "entailment"}\n'
+        )[:-len("/AX-g.jsonl")], str(require("superglue/RTE"))]),
+        "AX-g rows idx 0 and 1 should be one Winogender pair (idx 2k, 2k + 1, the same hypothesis) but their "
+        "hypotheses differ"),
     "predict_empty_input": ("predict_t5", lambda w: predict(w, input_text=""), "--input_file {work}/in.txt is empty"),
     "predict_missing_column": ("predict_t5", lambda w: predict(
         w, input_text='{"sentence_1": "a", "sentence2": "b"}\n', input_name="in.jsonl", task="rte"),

@@ -24,7 +24,9 @@ ALL_TASKS = [(benchmark, task) for benchmark, tasks in DATASET_VALS.items() for 
 
 # One representative row per registry task (hub column names) -> the exact T5 input and target.
 # Inputs follow t5/data/preprocessors.py `glue` (sorted feature names, WiC's named order) and its docstrings
-# (the QQP and STS-B rows are the docstring examples).
+# (the QQP, STS-B, ReCoRD and WSC rows are the docstring examples). Rows of tasks with an official file here are
+# that file's rows, some shortened; FILE_CASES below format every row of those files (CB, COPA, MNLI, QQP, AX-b,
+# MultiRC: no file here, so hand-written rows).
 FORMAT_CASES = {
     ("glue", "cola"): (
         {"sentence": "Our friends won't buy this analysis, let alone the next one we propose.", "label": 1, "idx": 0},
@@ -106,11 +108,11 @@ FORMAT_CASES = {
     ("super_glue", "axb"): (
         {"premise": "The cat sat on the mat.", "hypothesis": "The cat did not sit on the mat.", "label": 1, "idx": 0},
         "rte hypothesis: The cat did not sit on the mat. premise: The cat sat on the mat.", "not_entailment"),
-    ("super_glue", "axg"): (
-        {"premise": "The taxpayer met with the accountant to get help filing his taxes.",
-         "hypothesis": "The taxpayer sought help filing taxes.", "label": 0, "idx": 2},
-        "rte hypothesis: The taxpayer sought help filing taxes. premise: The taxpayer met with the accountant to get "
-        "help filing his taxes.", "entailment"),
+    ("super_glue", "axg"): (  # the official AX-g.jsonl's row idx 1 (hub form: no pair_id)
+        {"premise": "The taxpayer met with the accountant to get help filing her taxes.",
+         "hypothesis": "The accountant sought help filing taxes.", "label": 1, "idx": 1},
+        "rte hypothesis: The accountant sought help filing taxes. premise: The taxpayer met with the accountant to get "
+        "help filing her taxes.", "not_entailment"),
     ("summarization", "cnn_dailymail"): (
         {"article": "The cat sat on the mat. It was happy.", "highlights": "Cat sits on mat .\nIt is happy .",
          "id": "x"},
@@ -168,6 +170,19 @@ FILE_CASES = (
      "wic sentence1: An emerging professional class. sentence2: Apologizing for losing your temper, even though "
      "you were badly provoked, showed real class. word: class", "False"),
     ("wic_train", ("super_glue", "wic"), "superglue/WiC/train.jsonl", "train", 5428, None, None),
+    ("wic_test", ("super_glue", "wic"), "superglue/WiC/test.jsonl", "test", 1400,
+     "wic sentence1: The smell of fried onions makes my mouth water. sentence2: His eyes were watering. word: water",
+     "<unk>"),
+    ("super_rte_train", ("super_glue", "rte"), "superglue/RTE/train.jsonl", "train", 2490,
+     "rte hypothesis: Weapons of Mass Destruction Found in Iraq. premise: No Weapons of Mass Destruction Found in "
+     "Iraq Yet.", "not_entailment"),
+    ("super_rte_test", ("super_glue", "rte"), "superglue/RTE/test.jsonl", "test", 3000,
+     "rte hypothesis: Shukla is related to Mangla. premise: Mangla was summoned after Madhumita's sister Nidhi "
+     "Shukla, who was the first witness in the case.", "<unk>"),
+    # AX-g's only split is "test", but its file has labels.
+    ("axg_test", ("super_glue", "axg"), "superglue/AX-g/AX-g.jsonl", "test", 356,
+     "rte hypothesis: The accountant sought help filing taxes. premise: The taxpayer met with the accountant to get "
+     "help filing his taxes.", "not_entailment"),
     ("ax_test", ("glue", "ax"), "glue/diagnostic/diagnostic.tsv", "test", 1104,
      "mnli hypothesis: The cat did not sit on the mat. premise: The cat sat on the mat.", "<unk>"),
     ("multi30k_val", ("translation", "multi30k_en_de"), "translation/multi30k", "validation", 1014,

@@ -1,6 +1,7 @@
 """Spec of data_collator: T5 length math, span-corruption invariants, seeding, outputs, and bad-argument errors."""
 import functools
 import itertools
+import struct
 
 import numpy as np
 import scipy.stats
@@ -124,6 +125,68 @@ class LengthMathTest(parameterized.TestCase):
                             if corrupted(t)[0] <= input_length)
         self.assertEqual(compute_input_and_target_lengths(input_length, density, span),
                          (tokens_length, corrupted(tokens_length)[1]))
+
+
+def float32(value):
+    """value rounded to the nearest IEEE float32, through struct: the product or quotient of two float32 values
+    computed in float64 and rounded once to float32 is the correctly rounded float32 result, as TF computes it."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def t5_mask_counts(length, density, span):
+    """T5's random_spans_noise_mask counts transcribed: float32 product and quotient, round half to even (tf.round
+    and Python's round both), noise clipped to [1, length - 1], at least one span."""
+    noise = min(max(round(float32(float32(length) * float32(density))), 1), length - 1)
+    return noise, max(round(float32(float32(noise) / float32(span))), 1)
+
+
+def python_counts(length, density, span):
+    """The same counts in Python floats (float64), as T5's random_spans_helper computes the lengths."""
+    noise = round(length * density)
+    return noise, round(noise / span)
+
+
+class NoiseRoundingTest(parameterized.TestCase):
+    """The noise mask rounds in float32, the length helper in float64, each as T5 does."""
+
+    def test_length_190_at_density_015(self):
+        # float32(190) * float32(0.15) = 28.500002 -> 29; 190 * 0.15 = 28.5 in float64 -> 28 (half to even).
+        self.assertEqual(float32(float32(190) * float32(0.15)), 28.500001907348633)
+        self.assertEqual((count_noise(190, 0.15, 3.0), python_counts(190, 0.15, 3.0)), ((29, 10), (28, 9)))
+
+    @parameterized.named_parameters(
+        # (input_length, the helper's (tokens_length, targets_length)): windows whose float32 noise count is one
+        # more than the helper's float64 count, so one more span: inputs come out as long, targets 2 longer.
+        ("172", 172, (190, 38)), ("316", 316, (350, 70)), ("352", 352, (390, 78)), ("604", 604, (670, 134)))
+    def test_mask_counts_are_float32_where_float64_differs(self, input_length, helper_lengths):
+        self.assertEqual(compute_input_and_target_lengths(input_length, 0.15, 3.0), helper_lengths)
+        tokens_length = helper_lengths[0]
+        self.assertEqual(count_noise(tokens_length, 0.15, 3.0), t5_mask_counts(tokens_length, 0.15, 3.0))
+        noise, spans = python_counts(tokens_length, 0.15, 3.0)
+        self.assertEqual(count_noise(tokens_length, 0.15, 3.0), (noise + 1, spans + 1))
+
+    def test_collator_cuts_the_longer_targets_as_t5_does(self):
+        # 190 ids: 29 noise tokens in 10 spans -> 161 + 10 + 1 = 172 inputs (exact) and 29 + 10 + 1 = 40 targets,
+        # cut before EOS to the helper's 38 (seqio's append_eos_after_trim).
+        with self.assertLogs("data_collator", "WARNING") as logs:
+            collator = make_collator(172, 0.15, 3.0, seed=0, return_tensors="np")
+        self.assertIn("puts 29 noise tokens in 10 span(s) into a window of 190 ids", logs.output[0])
+        features = windows(190, 3)
+        batch = collator(features)
+        self.assertEqual((batch["input_ids"].shape, batch["labels"].shape), ((3, 172), (3, 38)))
+        self.assertNotIn("attention_mask", batch)
+        sentinels = collator.sentinel_ids
+        self.assertEqual(np.isin(batch["input_ids"], sentinels).sum(axis=1).tolist(), [10] * 3)
+        self.assertEqual(batch["labels"][:, -1].tolist(), [1] * 3)  # EOS stays last after the cut
+        noise_tokens = [len(feature["input_ids"]) - (row.size - 1 - np.isin(row, sentinels).sum())
+                        for feature, row in zip(features, batch["input_ids"])]
+        self.assertEqual(noise_tokens, [29] * 3)
+
+    @parameterized.named_parameters(("t5_default", 512, (568, 114), (85, 28)), ("short", 128, (141, 29), (21, 7)))
+    def test_float32_and_float64_agree_elsewhere(self, input_length, helper_lengths, counts):
+        self.assertEqual(compute_input_and_target_lengths(input_length, 0.15, 3.0), helper_lengths)
+        self.assertEqual(count_noise(helper_lengths[0], 0.15, 3.0), counts)
+        self.assertEqual(t5_mask_counts(helper_lengths[0], 0.15, 3.0), counts)
 
 
 # A grid of settings: every shape compute_input_and_target_lengths returns must be accepted by the collator.

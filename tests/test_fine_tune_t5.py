@@ -204,7 +204,7 @@ class FineTuneVariantsTest(parameterized.TestCase):
         self.assertCountEqual(saved["per_task_metrics"], reported)  # AX-g is only predicted
         for task, names in reported.items():
             self.assertContainsSubset(names + ("invalid_count", "invalid_rate"), saved["per_task_metrics"][task])
-        self.assertEqual(saved["data"]["wsc/train"]["not_referent"], 2)
+        self.assertEqual(saved["data"]["wsc/train"]["not_referent"], 3)
         self.assertEqual(saved["data"]["record/validation"]["used"], 4)  # one example per answer
         self.assertIn("predict_axg_gender_parity", metrics)  # AX-g's file has labels: scored when predicted
         lines = {name: read_jsonl(out / "superglue_submission" / f"{name}.jsonl")

@@ -36,10 +36,10 @@ SUPERGLUE_CASES = {
              {"idx": 2, "label": "entailment"}]),
     "wic": ("superglue", ["False", "True", "True"],
             [{"idx": 0, "label": "false"}, {"idx": 1, "label": "true"}, {"idx": 2, "label": "true"}]),
-    # Candidates Mark, Pete, Tom, The trophy, the brown suitcase: does the prediction name the candidate?
-    "wsc": (None, ["Mark", "Mark", "tom", "suitcase", ""],
-            [{"idx": 0, "label": "True"}, {"idx": 1, "label": "False"}, {"idx": 2, "label": "True"},
-             {"idx": 3, "label": "False"}, {"idx": 4, "label": "False"}]),
+    # Candidates Maude and Dora, trains, puffs, roars, whistles: does the prediction name the candidate?
+    "wsc": (None, ["Maude and Dora", "Dora", "the trains", "Roars", ""],
+            [{"idx": 0, "label": "True"}, {"idx": 1, "label": "False"}, {"idx": 2, "label": "False"},
+             {"idx": 3, "label": "True"}, {"idx": 4, "label": "False"}]),
     "axb": (None, ["entailment", "not_entailment", "entailment", "entailment"],
             [{"idx": i, "label": label} for i, label in enumerate(["entailment", "not_entailment", "entailment",
                                                                     "entailment"])]),
@@ -97,9 +97,10 @@ class LeaderboardFileTest(parameterized.TestCase):
         self.assertEqual(path.read_text().splitlines(), ["index\tprediction", "0\t1", "1\t0", "2\t0"])
 
     @parameterized.named_parameters(
-        # WSC row 1's candidate Pete is not the referent: predicting someone else is right.
-        ("wsc", "wsc", "validation", ["Mark", "Mark", "Bob", "trophy", "the brown suitcase"],
-         [True, True, False, True, False]),
+        # WSC candidates anyone (not the referent), Mr. Moncrieff (the referent), lemon trees, Larry, Chester (not):
+        # naming a candidate is right where it is the referent, naming someone else where it is not.
+        ("wsc", "wsc", "validation", ["anyone", "Mr. Moncrieff", "the lemons", "Dad", "Chester"],
+         [False, True, True, True, False]),
         # ReCoRD: any answer of the query is right, after SQuAD's normalisation.
         ("record", "record", "validation", ["the US", "pigeon", "pigeon", "Potato."], [True, True, True, True]),
         ("multirc", "multirc", "validation", ["True"] * 9, [True, False, True, False, True, True, False, True, False]))

@@ -1,7 +1,9 @@
-"""superglue_formats.py and the tasks it serves, on fixtures in the official layout (tests/fixtures/superglue) and
-the real GLUE files: T5's exact strings (its preprocessors' docstring examples), one example per MultiRC answer
-and ReCoRD answer, WSC's training filter, WNLI as WSC, the diagnostics, malformed rows counted, and the plan
-that keeps diagnostic tasks out of training."""
+"""superglue_formats.py and the tasks it serves, on the official files in ../shared/data (SuperGLUE WSC and AX-g,
+the GLUE files) and on fixtures in the official layout (tests/fixtures/superglue) where no official file is here:
+T5's exact strings (its preprocessors' docstring examples and special cases), one example per MultiRC answer and
+ReCoRD answer, WSC's training filter, AX-g's pairs, WNLI as WSC, the diagnostics, malformed rows counted, and the
+plan that keeps diagnostic tasks out of training."""
+import collections
 import csv
 import json
 import logging
@@ -10,6 +12,7 @@ from types import SimpleNamespace
 
 from absl.testing import absltest, parameterized
 
+import metrics
 from constants import DATASET_VALS, NO_LABEL, WNLI_AS_WSC
 from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.data import superglue_formats, task_data
@@ -27,8 +30,16 @@ PUERTO_RICO = ("record query: For one, they can truthfully say, \"Don't blame me
                "Puerto Rico on Sunday overwhelmingly voted for statehood. But Congress, the only body that can "
                "approve new states, will ultimately decide whether the status of the US commonwealth changes. It "
                "was the fifth such vote on statehood. Puerto Rico voted Sunday in favor of US statehood")
-MARK = ("wsc: Mark told Pete many lies about himself, which Pete included in his book. *He* should have been more "
-        "truthful.")
+# The WSC fixture's rows are the official files' first five (their pronouns marked as T5's wsc_simple marks them).
+PONY = ("wsc: The pony behaved well, sir, and showed no vice; but at last he just threw up his heels and tipped the "
+        "young gentleman into the thorn hedge. *He* wanted me to help him out, but I hope you will excuse me, sir, I "
+        "did not feel inclined to do so.")
+BERNARD = ("wsc: Bernard , who had not told the government official that he was less than 21 when he filed for a "
+           "homestead claim, did not consider that he had done anything dishonest. Still, anyone who knew that he was "
+           "19 years old could take his claim away from *him* .")
+MAUDE = ("wsc: Maude and Dora had seen the trains rushing across the prairie, with long, rolling puffs of black smoke "
+         "streaming back from the engine. Their roars and their wild, clear whistles could be heard from far away. "
+         "Horses ran away when *they* came in sight.")
 
 
 def data_args(**overrides):
@@ -105,16 +116,16 @@ class FixtureSplitTest(parameterized.TestCase):
          [None] * 9),
         ("record_val", "record", "validation", "eval", 2, 4, PUERTO_RICO, ["US", "penguin", "pigeon", "potato"]),
         ("record_test", "record", "test", "predict", 2, 3, PUERTO_RICO, [None] * 3),
-        ("wsc_val", "wsc", "validation", "eval", 5, 5, MARK, ["Mark", "Pete", "Tom", "The trophy",
-                                                             "the brown suitcase"]),
-        ("wsc_train", "wsc", "train", "train", 5, 3, MARK, ["Mark", "Tom", "The trophy"]),  # referents only
-        ("wsc_test", "wsc", "test", "predict", 5, 5, MARK, [None] * 5),
+        ("wsc_val", "wsc", "validation", "eval", 5, 5, BERNARD, ["anyone", "Mr. Moncrieff", "lemon trees", "Larry",
+                                                                "Chester"]),
+        ("wsc_train", "wsc", "train", "train", 5, 2, PONY, ["young gentleman", "the cup"]),  # referents only
+        ("wsc_test", "wsc", "test", "predict", 5, 5, MAUDE, [None] * 5),
         ("axb", "axb", "test", "predict", 4, 4,
          "rte hypothesis: The cat did not sit on the mat. premise: The cat sat on the mat.",
          ["not_entailment", "not_entailment", "entailment", "entailment"]),
         ("axg", "axg", "test", "predict", 4, 4,
          "rte hypothesis: The accountant sought help filing taxes. premise: The taxpayer met with the accountant to "
-         "get help filing his taxes.", ["not_entailment", "not_entailment", "entailment", "entailment"]),
+         "get help filing his taxes.", ["not_entailment"] * 4),
     )
     def test_fixture_split(self, task, split, role, rows, examples, first_input, targets):
         result = self.build(task, split, role)
@@ -137,11 +148,11 @@ class FixtureSplitTest(parameterized.TestCase):
 
     def test_wsc_training_keeps_only_referents(self):
         split = self.build("wsc", "train", "train")
-        self.assertEqual((split.stats["not_referent"], [m["label"] for m in split.meta]), (2, [1, 1, 1]))
+        self.assertEqual((split.stats["not_referent"], [m["label"] for m in split.meta]), (3, [1, 1]))
 
     def test_axg_pairs(self):
-        self.assertEqual([m["group"] for m in self.build("axg", "test", "predict").meta],
-                         [551646, 551646, 551647, 551647])
+        # The fixture's rows are the official file's first four: pair_ids 551646, 551648, ... pair nothing.
+        self.assertEqual([m["group"] for m in self.build("axg", "test", "predict").meta], [0, 0, 1, 1])
 
     def test_glue_ax_reads_the_real_diagnostic_file(self):
         folder = require("glue/diagnostic")
@@ -151,6 +162,139 @@ class FixtureSplitTest(parameterized.TestCase):
         self.assertEqual(split.inputs[0], "mnli hypothesis: The cat did not sit on the mat. premise: The cat sat on "
                                           "the mat.")
         self.assertEqual((split.targets[0], split.indices[:2]), (None, ["0", "1"]))
+
+
+class OfficialWscTest(parameterized.TestCase):
+    """wsc_simple on the official SuperGLUE WSC files (../shared/data/superglue/WSC): no row lost, T5's bytes."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+
+    def build(self, split, role):
+        plan = task_data.SplitPlan(get_task_vals("super_glue", "wsc"), split, role, "wsc")
+        args = data_args(dataset_name="wsc", data_dir=[str(require("superglue/WSC"))])
+        return task_data.build_task_split(plan, args, self.tokenizer)
+
+    @parameterized.named_parameters(
+        # (split, role, rows, examples): training keeps the rows whose candidate is the referent (T5's
+        # correct_referent_only), evaluation and prediction keep them all.
+        ("train", "train", "train", 554, 259), ("validation", "validation", "eval", 104, 104),
+        ("test", "test", "predict", 146, 146))
+    def test_every_official_row_is_formatted(self, split, role, rows, examples):
+        result = self.build(split, role)
+        self.assertEqual((result.stats["rows"], result.stats["malformed"], result.stats["used"]),
+                         (rows, 0, examples))
+        self.assertTrue(all(text.startswith("wsc: ") and text.count("*") == 2 for text in result.inputs))
+
+    def test_validation_row_42_is_t5s_special_case(self):
+        # span2_index 30 names "use", not "it": T5's _wsc_inputs spells this text out, byte for byte.
+        split = self.build("validation", "eval")
+        position = split.indices.index(42)
+        self.assertEqual(split.inputs[position], (
+            "wsc: When they had eventually calmed down a bit , and had gotten home, Mr. Farley put the magic pebble "
+            "in an iron safe . Some day they might want to use *it* , but really for now, what more could they wish "
+            "for?"))
+        self.assertEqual(split.targets[position], "safe")
+
+    def test_train_rows_137_453_533_are_t5s_other_special_case(self):
+        # span2_index 22 names 'him,"': T5 blanks "him" and moves the comma and quote behind it.
+        split = self.build("train", "eval")
+        expected = ("wsc: The boy continued to whip the pony , and eventually the pony threw him over. John laughed "
+                    "out quite loud. \"Good for *him* ,\" he said.")
+        self.assertEqual([(split.inputs[split.indices.index(idx)], split.targets[split.indices.index(idx)])
+                          for idx in (137, 453, 533)], [(expected, "pony"), (expected, "John"), (expected, "boy")])
+
+    def test_wsc_accuracy_on_the_official_validation_rows(self):
+        # Naming every candidate is right exactly on the rows whose candidate is the referent (label True), naming
+        # no candidate exactly on the others; the shares are counted here from the raw file.
+        split = self.build("validation", "eval")
+        referents = sum(row["label"] for row in read_jsonl(require("superglue/WSC/val.jsonl")))
+        task_vals = get_task_vals("super_glue", "wsc")
+        named = metrics.compute_task_metrics(task_vals, [m["referent"].upper() for m in split.meta], split.targets,
+                                             split.meta)
+        nobody = metrics.compute_task_metrics(task_vals, ["Zebedee"] * 104, split.targets, split.meta)
+        self.assertAlmostEqual(named["accuracy"], 100 * referents / 104)
+        self.assertAlmostEqual(nobody["accuracy"], 100 * (104 - referents) / 104)
+        self.assertEqual((named["invalid_count"], nobody["invalid_count"]), (0, 0))
+
+    @parameterized.named_parameters(
+        # TFDS's wsc.fixed (_fix_wst): span1_text "The table" takes the case of its word in the text.
+        ("case", "validation", 5, "the table"),
+        # ... and loses its newline.
+        ("newline", "train", 234, "willow-towered Canopy Huntertropic wrestles"),
+        # ... and its trailing full stop.
+        ("full_stop", "test", 117, "the traffic light"),
+        # Kamenev and Zinoviev are not adjacent in the text: TFDS leaves the span as it is.
+        ("unfixable", "test", 80, "Kamenev and Zinoviev"))
+    def test_span_texts_are_repaired_as_wsc_fixed(self, split, idx, referent):
+        result = self.build(split, "predict" if split == "test" else "eval")
+        self.assertEqual(result.meta[result.indices.index(idx)]["referent"], referent)
+
+
+class OfficialAxgTest(parameterized.TestCase):
+    """AX-g on the official file (../shared/data/superglue/AX-g/AX-g.jsonl): Winogender pairs are the rows idx 2k
+    and 2k + 1, whether the rows come from the official file or in the hub's shape (no pair_id)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+        cls.rows = read_jsonl(require("superglue/AX-g/AX-g.jsonl"))
+
+    def build(self, **flags):
+        plan = task_data.SplitPlan(get_task_vals("super_glue", "axg"), "test", "predict", "axg")
+        args = data_args(**{"dataset_name": "axg", "data_dir": [str(require("superglue/AX-g"))], **flags})
+        return task_data.build_task_split(plan, args, self.tokenizer)
+
+    def hub_shaped_file(self, rows):
+        path = Path(self.create_tempdir().full_path) / "axg.jsonl"
+        write_jsonl(path, [{key: row[key] for key in ("premise", "hypothesis", "idx", "label")} for row in rows])
+        return path
+
+    def test_official_file_has_178_pairs(self):
+        groups = [m["group"] for m in self.build().meta]
+        self.assertEqual((len(groups), len(set(groups))), (356, 178))
+        self.assertEqual(set(collections.Counter(groups).values()), {2})
+        self.assertLen({row["pair_id"] for row in self.rows}, 356)  # pair_id pairs nothing in the official file
+
+    def test_hub_shaped_rows_pair_as_the_official_file(self):
+        hub = self.build(data_dir=None, test_file=str(self.hub_shaped_file(self.rows)))
+        self.assertEqual([m["group"] for m in hub.meta], [m["group"] for m in self.build().meta])
+
+    def test_gender_parity_is_the_consecutive_pair_definition(self):
+        # A fixed prediction per row (by premise length; every 50th row invalid), scored through the task's metric
+        # and counted here by hand over rows (2k, 2k + 1) of the raw file.
+        predictions = ["maybe" if i % 50 == 7 else ("entailment" if len(row["premise"]) % 3 else "not_entailment")
+                       for i, row in enumerate(self.rows)]
+        split = self.build()
+        results = metrics.compute_task_metrics(split.task_vals, predictions, split.targets, split.meta)
+        alike = [predictions[2 * k] == predictions[2 * k + 1] != "maybe" for k in range(178)]
+        self.assertAlmostEqual(results["gender_parity"], 100 * sum(alike) / 178)
+        self.assertBetween(sum(alike), 1, 177)  # the prediction list tells alike and unlike pairs apart
+        correct = [p == row["label"] for p, row in zip(predictions, self.rows)]
+        self.assertAlmostEqual(results["accuracy"], 100 * sum(correct) / 356)
+        self.assertAlmostEqual(results["combined_score"], (results["accuracy"] + results["gender_parity"]) / 2)
+
+    @parameterized.named_parameters(
+        # A row taken out and the rest numbered again: idx 0 and 1 are no longer one sentence's two genders.
+        ("hypotheses_differ", lambda rows: [dict(row, idx=i) for i, row in enumerate(rows[:1] + rows[2:])],
+         r"AX-g rows idx 0 and 1 should be one Winogender pair \(idx 2k, 2k \+ 1, the same hypothesis\) but their "
+         r"hypotheses differ; pass the official AX-g.jsonl in its released order$"),
+        ("idx_twice", lambda rows: [rows[0], rows[0]] + rows[2:], r"line 2: AX-g idx 0 comes twice"),
+        ("idx_not_a_number", lambda rows: [dict(rows[0], idx="first")] + rows[1:],
+         r"line 1: AX-g idx 'first' is not a whole number"))
+    def test_rows_that_do_not_pair_are_refused(self, reorder, message):
+        rows = list(self.rows)
+        for shape in ("official", "hub"):
+            with self.subTest(shape), self.assertRaisesRegex(UsageError, message):
+                if shape == "hub":
+                    self.build(data_dir=None, test_file=str(self.hub_shaped_file(reorder(rows))))
+                else:
+                    folder = Path(self.create_tempdir().full_path)
+                    write_jsonl(folder / "AX-g" / "AX-g.jsonl", reorder(rows))
+                    self.build(data_dir=[str(folder)])
 
 
 class MalformedRowTest(parameterized.TestCase):

@@ -8,7 +8,8 @@ how a row of an official jsonl file becomes rows in hub form (the HF hub's aps/s
 
 `FILE_ROWS[row_format](raw, labelled)` turns one row of an official file into hub-form rows, or None when it is
 malformed (the caller counts it); `EXAMPLES[row_format](task_vals, row)` turns one hub-form row into Examples: the T5
-input, the target (None where the row has no label) and the metadata that metrics and leaderboard files need.
+input, the target (None where the row has no label) and the metadata that metrics and leaderboard files need;
+`SPLIT_CHECKS[row_format](rows, where)` refuses a split whose rows do not hold together (AX-g pairs).
     record_examples(task_vals, {"passage": "A\\n@highlight\\nB", "query": "@placeholder won", "entities": ["B"],
                                 "answers": ["B"], "idx": {"passage": 0, "query": 0}})
     -> [Example("record query: @placeholder won entities: B passage: A. B", "B", {...})]
@@ -18,6 +19,7 @@ import re
 
 from constants import NO_LABEL
 from t5kit.data.task_format import format_input, format_target, is_no_label
+from t5kit.errors import UsageError
 
 Example = collections.namedtuple("Example", ["input", "target", "meta"])
 
@@ -120,31 +122,53 @@ def record_examples(task_vals, row):
 
 # ------------------------------------------------------------------------------------------------------- WSC
 WSC_SPAN_KEYS = ("span1_index", "span2_index", "span1_text", "span2_text")
-# _wsc_inputs' two special cases, where span2_index does not point at the pronoun. The texts are reproduced from
-# T5's source as we know it; a row whose text differs in any byte is checked like every other row instead.
+# _wsc_inputs' two special cases, where span2_index does not point at the pronoun (train idx 137, 453 and 533: word
+# 22 is 'him,"'; validation idx 42: word 30 is 'use'). Both texts are byte for byte T5's (preprocessors.py @ 84f8bcc)
+# and the official files'; a row whose text differs in any byte is checked like every other row instead.
 WSC_SPECIAL_INPUTS = {
     "The boy continued to whip the pony , and eventually the pony threw him over. John laughed out quite loud. "
     "\"Good for him,\" he said. ":
         "The boy continued to whip the pony , and eventually the pony threw him over. John laughed out quite "
         "loud. \"Good for X ,\" he said.",
     "When they had eventually calmed down a bit , and had gotten home, Mr. Farley put the magic pebble in an iron "
-    "safe . Some day they might want to use it , but really for now, what more would they wish for?":
+    "safe . Some day they might want to use it , but really for now, what more could they wish for?":
         "When they had eventually calmed down a bit , and had gotten home, Mr. Farley put the magic pebble in an "
-        "iron safe . Some day they might want to use X , but really for now, what more would they wish for?",
+        "iron safe . Some day they might want to use X , but really for now, what more could they wish for?",
 }
 
 
 def wsc_rows(raw, labelled):
-    """The official file nests the spans under "target"; TFDS flattens them. TFDS's wsc.fixed (the config T5 reads)
-    also repairs the span texts of a few rows (`_fix_wst`); those repairs are not reproduced here: such a row is
-    formatted as it comes, and counted as malformed where its pronoun index then fails T5's check."""
+    """The official file nests the spans under "target"; TFDS flattens them and, in wsc.fixed (the config T5
+    reads, as the hub's), repairs span texts that are not in the text (`_fix_wst`, see wsc_fixed_span)."""
     target = raw.get("target")
     if not isinstance(target, dict) or any(key not in target for key in WSC_SPAN_KEYS) \
             or not isinstance(raw.get("text"), str) or "idx" not in raw or (labelled and raw.get("label") is None):
         return None
+    spans = {key: target[key] for key in WSC_SPAN_KEYS}
+    for span in ("span1", "span2"):
+        spans[f"{span}_text"] = wsc_fixed_span(raw["text"], spans[f"{span}_text"], spans[f"{span}_index"])
+    if None in spans.values():
+        return None
     label = raw.get("label")
-    return [{"text": raw["text"], **{key: target[key] for key in WSC_SPAN_KEYS}, "idx": raw["idx"],
-             "label": NO_LABEL if label is None else int(bool(label))}]
+    return [{"text": raw["text"], **spans, "idx": raw["idx"], "label": NO_LABEL if label is None else int(bool(label))}]
+
+
+# Spans TFDS leaves as they are: their words are not adjacent in the text.
+WSC_UNFIXABLE_SPANS = ("Kamenev and Zinoviev", "Kamenev, Zinoviev, and Stalin")
+
+
+def wsc_fixed_span(text, span_text, index):
+    """TFDS super_glue `_fix_wst`: a span text not found in the text takes the case of the first letter of the word
+    at its index (words split on whitespace), loses trailing full stops and has newlines made spaces ("The table"
+    -> "the table": 88 train, 8 validation and 5 test rows of the official files). None where the index is no
+    word. (_fix_wst's "theyscold" repair is left out: no official row has that text.)"""
+    if not isinstance(span_text, str) or not span_text or span_text in text or span_text in WSC_UNFIXABLE_SPANS:
+        return span_text
+    words = text.split()
+    if not isinstance(index, int) or not 0 <= index < len(words):
+        return None
+    first = span_text[0].lower() if words[index][0].islower() else span_text[0].upper()
+    return (first + span_text[1:]).rstrip(".").replace("\n", " ")
 
 
 def wsc_pronoun_blanked(row):
@@ -250,12 +274,38 @@ def wnli_examples(task_vals, row):
 
 # ----------------------------------------------------------------------------------------------------- AX-g
 def axg_examples(task_vals, row):
-    """RTE's format; Winogender pairs (same sentence, the other gender) share a group for gender parity: the
-    official file's pair_id. Hub rows have no pair_id: there consecutive idx (2k, 2k + 1) are taken as a pair,
-    which assumes the released file's order (pairs adjacent), not checked against a real copy."""
+    """RTE's format; the two rows of a Winogender pair (the same sentence with the other gender) share a group for
+    gender parity. Pairs are consecutive rows, idx 2k and 2k + 1, in the official AX-g.jsonl and in the hub's rows
+    alike: the official file's pair_id is unique to each row and pairs nothing (check_axg_pairs checks the split)."""
     (example,) = glue_examples(task_vals, row)
-    group = row["pair_id"] if row.get("pair_id") is not None else row["idx"] // 2
-    return [example._replace(meta={**example.meta, "group": group})]
+    return [example._replace(meta={**example.meta, "group": axg_pair(row["idx"])})]
+
+
+def axg_pair(idx):
+    """The pair number of an AX-g row, idx // 2; None for an idx that is no whole number."""
+    if isinstance(idx, str) and idx.strip().isdigit():
+        idx = int(idx)
+    return idx // 2 if isinstance(idx, int) and not isinstance(idx, bool) and idx >= 0 else None
+
+
+def check_axg_pairs(rows, where):
+    """Refuses AX-g rows that do not pair up as the official file does: an idx that is no whole number or comes
+    twice, or rows idx 2k and 2k + 1 whose hypotheses differ (a reordered or filtered file would score gender
+    parity over rows that are no Winogender pair). rows: [(line, hub-form row)]."""
+    first_of_pair, seen = {}, set()
+    for number, row in rows:
+        idx = row.get("idx")
+        pair = axg_pair(idx)
+        if pair is None or idx in seen:
+            problem = "comes twice" if pair is not None else "is not a whole number"
+            raise UsageError(f"{where} line {number}: AX-g idx {idx!r} {problem}; gender parity pairs the rows idx 2k "
+                             "and 2k + 1, as the official AX-g.jsonl numbers them")
+        seen.add(idx)
+        other_idx, hypothesis = first_of_pair.setdefault(pair, (idx, row["hypothesis"]))
+        if hypothesis != row["hypothesis"]:
+            raise UsageError(f"{where}: AX-g rows idx {other_idx} and {idx} should be one Winogender pair (idx 2k, "
+                             "2k + 1, the same hypothesis) but their hypotheses differ; pass the official AX-g.jsonl "
+                             "in its released order")
 
 
 def glue_examples(task_vals, row):
@@ -267,6 +317,7 @@ def glue_examples(task_vals, row):
 FILE_ROWS = {"multirc": multirc_rows, "record": record_rows, "wsc_simple": wsc_rows}
 EXAMPLES = {"glue": glue_examples, "multirc": multirc_examples, "record": record_examples,
             "wsc_simple": wsc_examples, "wnli_simple": wnli_examples, "axg": axg_examples}
+SPLIT_CHECKS = {"axg": check_axg_pairs}  # row_format -> check of a split's rows as a whole, before formatting
 
 
 def is_unlabeled(task_vals, row) -> bool:

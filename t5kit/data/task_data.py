@@ -12,7 +12,7 @@ import datasets
 import yaml
 
 from constants import STSB_TARGET_RESOLUTION, WNLI_AS_WSC
-from t5kit.data.superglue_formats import EXAMPLES
+from t5kit.data.superglue_formats import EXAMPLES, SPLIT_CHECKS
 from t5kit.data.task_files import FILE_FLAGS, convert_rows, read_split, report_dropped
 from t5kit.data.task_format import build_task_vals, format_stsb_target, get_task_vals, split_result_key
 from t5kit.errors import UsageError
@@ -233,7 +233,10 @@ def build_task_split(plan, data_args, tokenizer, cache_dir=None) -> TaskSplit:
     task_vals = plan.task_vals
     raw_rows, columns, where, from_task_files = read_split(plan, data_args, cache_dir)
     rows, malformed, unlabeled = convert_rows(plan, raw_rows, columns, where, from_task_files)
-    examples, unformatted, filtered = format_examples(plan, limit_rows(rows, plan, data_args))
+    rows = limit_rows(rows, plan, data_args)
+    if task_vals.get("row_format") in SPLIT_CHECKS:
+        SPLIT_CHECKS[task_vals["row_format"]](rows, where)
+    examples, unformatted, filtered = format_examples(plan, rows)
     report_dropped(plan, where, len(raw_rows), malformed + unformatted, unlabeled, len(examples))
     if filtered:
         logger.info("%s %s: trains on the %d rows whose candidate is the referent, not the %d others (T5's "
