@@ -34,11 +34,13 @@ from pathlib import Path
 from typing import Optional
 
 import datasets
+from huggingface_hub import hf_hub_download
 
 from constants import DATASET_VALS, NO_LABEL
 from t5kit import cli
 from t5kit.config import parsing
 from t5kit.data.superglue_formats import WSC_SPAN_KEYS
+from t5kit.data.task_format import get_task_vals
 from t5kit.errors import UsageError, did_you_mean
 from t5kit.outputs.atomic_files import atomic_write
 from t5kit.outputs.run_folder import creating_output_dir, refuse_a_file_in_the_way
@@ -118,8 +120,6 @@ def load_gutenberg_rows(ebooks, cache_dir=None):
 
 def load_t5_tokenizer_files(cache_dir=None):
     """{file name: local path} of T5's tokenizer files, downloaded from the model hub."""
-    from huggingface_hub import hf_hub_download
-
     return {name: hf_hub_download(T5_TOKENIZER_HUB, name, cache_dir=cache_dir) for name in T5_TOKENIZER_FILES}
 
 
@@ -127,11 +127,6 @@ HUB_LOADERS = {"rows": load_hub_rows, "gutenberg": load_gutenberg_rows, "t5_toke
 
 
 # ------------------------------------------------------------------------------------------------- task files
-def task_vals_of(name):
-    benchmark, task = name.split("/")
-    return dict(DATASET_VALS[benchmark][task], name=name)
-
-
 def task_folder(task_vals, out):
     benchmark = task_vals["name"].split("/")[0]
     return Path(out) / BENCHMARK_FOLDERS[benchmark] / task_vals["data_dir_name"]
@@ -159,9 +154,9 @@ def tsv_field(value):
 
 
 def glue_tsv_lines(task_vals, split, rows):
-    """One GLUE split as the official TSV's (header, lines): the file's column names (file_column_map read backwards), the hub's
-    idx as "index" (the leaderboard files key rows by it), no label column in a test split; a header-less file
-    (CoLA train/dev) gets its columns in the official order, those the hub lacks empty."""
+    """One GLUE split as the official TSV's (header, lines): the file's column names (file_column_map read
+    backwards), the hub's idx as "index" (the leaderboard files key rows by it), no label column in a test split; a
+    header-less file (CoLA train/dev) gets its columns in the official order, those the hub lacks empty."""
     label = task_vals["label_column_name"]
     labelled = any(not is_unlabelled(row[label]) for row in rows)
     to_file = {ours: theirs for theirs, ours in task_vals["file_column_map"].items()}
@@ -286,7 +281,7 @@ def from_hub(source, load, *args):
 
 def fetch_task(name, out, loaders, cache_dir=None):
     """A task's official files, each split's from the hub unless its file is there."""
-    task_vals = task_vals_of(name)
+    task_vals = get_task_vals(*name.split("/"))
     folder = task_folder(task_vals, out)
     files = {split: folder / file_name for split, file_name in hub_splits(task_vals).items()}
     todo = [split for split, path in files.items() if not path.exists()]

@@ -72,60 +72,59 @@ def rows_loader(task_vals, data_dir, calls=None):
     return load
 
 
-def official_split_files(benchmark, base):
-    """(task, split) of every official file of the benchmark that the folder holds."""
-    found = []
-    for task, task_vals in DATASET_VALS[benchmark].items():
-        for split, name in fetch_data.hub_splits(task_vals).items():
-            if (base / task_vals["data_dir_name"] / name).is_file():
-                found.append((f"{task}_{split}", task, split))
-    return found
+def official_tasks(benchmark, base):
+    """(task, task) for every task of the benchmark with an official file in the folder (named parameters)."""
+    return [(task, task) for task, task_vals in DATASET_VALS[benchmark].items()
+            if any(has_file(task_vals, split, base / task_vals["data_dir_name"])
+                   for split in fetch_data.hub_splits(task_vals))]
 
 
-GLUE_FILES = official_split_files("glue", SHARED_DATA / "glue")
-SUPERGLUE_SHARED_FILES = official_split_files("super_glue", SHARED_DATA / "superglue")
-SUPERGLUE_FIXTURE_FILES = official_split_files("super_glue", FIXTURES)
+GLUE_TASKS = official_tasks("glue", SHARED_DATA / "glue")
+SUPERGLUE_SHARED_TASKS = official_tasks("super_glue", SHARED_DATA / "superglue")
+SUPERGLUE_FIXTURE_TASKS = official_tasks("super_glue", FIXTURES)
 
 
 class RoundTripTest(parameterized.TestCase):
     """Official file -> project rows -> hub-shaped rows -> fetch_data's writer -> the project reads the same."""
 
-    def round_trip(self, benchmark, task, split, source):
+    def round_trip(self, benchmark, task, source):
+        """Every split the source folder holds; returns their names."""
         task_vals = get_task_vals(benchmark, task)
         out = Path(self.create_tempdir().full_path)
         fetch_data.fetch([f"{benchmark}/{task}"], out, {"rows": rows_loader(task_vals, source)})
-        _, before, _, unformatted = read_task(task_vals, split, source)
-        _, after, malformed, unformatted_after = read_task(task_vals, split, fetch_data.task_folder(task_vals, out))
-        self.assertEmpty(malformed)
-        self.assertLen(unformatted_after, len(unformatted))  # WSC rows whose pronoun index names another word
-        self.assertNotEmpty(before)
-        self.assertEqual([(e.input, e.target) for e in after], [(e.input, e.target) for e in before])
-        # Leaderboard files key predictions by idx: it survives where the official file has one.
-        self.assertEqual([str(a.meta["idx"]) for a, b in zip(after, before) if b.meta["idx"] is not None],
-                         [str(b.meta["idx"]) for b in before if b.meta["idx"] is not None])
+        splits = [split for split in fetch_data.hub_splits(task_vals) if has_file(task_vals, split, source)]
+        for split in splits:
+            _, before, _, unformatted = read_task(task_vals, split, source)
+            _, after, malformed, unformatted_after = read_task(task_vals, split, fetch_data.task_folder(task_vals, out))
+            self.assertEmpty(malformed, split)
+            self.assertLen(unformatted_after, len(unformatted), split)  # WSC rows whose pronoun index is off
+            self.assertNotEmpty(before, split)
+            self.assertEqual([(e.input, e.target) for e in after], [(e.input, e.target) for e in before], split)
+            # Leaderboard files key predictions by idx: it survives where the official file has one.
+            self.assertEqual([str(a.meta["idx"]) for a, b in zip(after, before) if b.meta["idx"] is not None],
+                             [str(b.meta["idx"]) for b in before if b.meta["idx"] is not None], split)
+        return splits
 
-    @parameterized.named_parameters(*GLUE_FILES)
-    def test_glue(self, task, split):
-        self.round_trip("glue", task, split, require(f"glue/{DATASET_VALS['glue'][task]['data_dir_name']}"))
+    @parameterized.named_parameters(*GLUE_TASKS)
+    def test_glue(self, task):
+        self.round_trip("glue", task, require(f"glue/{DATASET_VALS['glue'][task]['data_dir_name']}"))
 
-    @parameterized.named_parameters(*SUPERGLUE_SHARED_FILES)
-    def test_superglue_shared_data(self, task, split):
-        folder = DATASET_VALS["super_glue"][task]["data_dir_name"]
-        self.round_trip("super_glue", task, split, require(f"superglue/{folder}"))
+    @parameterized.named_parameters(*SUPERGLUE_SHARED_TASKS)
+    def test_superglue_shared_data(self, task):
+        self.round_trip("super_glue", task, require(f"superglue/{DATASET_VALS['super_glue'][task]['data_dir_name']}"))
 
-    @parameterized.named_parameters(*SUPERGLUE_FIXTURE_FILES)
-    def test_superglue_fixtures(self, task, split):
-        self.round_trip("super_glue", task, split, FIXTURES / DATASET_VALS["super_glue"][task]["data_dir_name"])
+    @parameterized.named_parameters(*SUPERGLUE_FIXTURE_TASKS)
+    def test_superglue_fixtures(self, task):
+        self.round_trip("super_glue", task, FIXTURES / DATASET_VALS["super_glue"][task]["data_dir_name"])
 
     def test_the_round_trips_cover_the_formats(self):
-        """Header-less TSV, renamed columns, a BOM, scores, word labels, nested and flat jsonl, test splits."""
+        """Header-less TSV (CoLA), renamed columns and a BOM (MRPC, AX), scores (STS-B), word labels, test splits
+        without labels, flat and nested jsonl: every GLUE task with a file here, every SuperGLUE task."""
         require("glue"), require("superglue")
-        self.assertContainsSubset(["cola_train", "mrpc_train", "stsb_validation", "rte_test", "ax_test"],
-                                  [name for name, _, _ in GLUE_FILES])
-        self.assertContainsSubset(["rte_train", "wic_validation", "wsc_test", "axg_test"],
-                                  [name for name, _, _ in SUPERGLUE_SHARED_FILES])
-        self.assertContainsSubset(["multirc_validation", "record_test", "axb_test", "boolq_test"],
-                                  [name for name, _, _ in SUPERGLUE_FIXTURE_FILES])
+        self.assertEqual([task for task, _ in GLUE_TASKS],
+                         ["cola", "sst2", "mrpc", "stsb", "qnli", "rte", "wnli", "ax"])
+        self.assertEqual({task for task, _ in SUPERGLUE_SHARED_TASKS + SUPERGLUE_FIXTURE_TASKS},
+                         set(DATASET_VALS["super_glue"]))
 
 
 class WrittenFilesTest(parameterized.TestCase):
