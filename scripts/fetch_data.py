@@ -256,7 +256,7 @@ def task_file_lines(task_vals, split, rows):
 
 
 # ------------------------------------------------------------------------------------------------- writing
-Fetched = collections.namedtuple("Fetched", ["path", "rows", "kept"])  # rows: data lines (None: not a text file)
+Fetched = collections.namedtuple("Fetched", ["path", "rows", "kept"])  # rows: data lines written, else None
 
 
 def write_lines(path, header, lines):
