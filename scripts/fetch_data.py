@@ -53,12 +53,16 @@ WIKITEXT_FILES = {"train": "wiki.train.raw", "validation": "wiki.valid.raw", "te
 WIKITEXT_FOLDER = "wikitext-2-raw"
 # English Gutenberg books with the licence header and footer removed; METADATA is a JSON string holding text_id.
 GUTENBERG_HUB = ("sedthh/gutenberg_english", None)
-# NLTK's Gutenberg selection (the books of ../shared/data/gutenberg) by Project Gutenberg ebook number.
+# NLTK's Gutenberg selection (the books of ../shared/data/gutenberg): Project Gutenberg ebook number, and a word its
+# title holds (checked, so that a number that names another book is refused, not written under this name).
 GUTENBERG_BOOKS = {
-    "austen-emma.txt": 158, "austen-persuasion.txt": 105, "austen-sense.txt": 161, "blake-poems.txt": 574,
-    "chesterton-ball.txt": 5265, "chesterton-brown.txt": 223, "chesterton-thursday.txt": 1695,
-    "melville-moby_dick.txt": 2701, "milton-paradise.txt": 26, "shakespeare-caesar.txt": 2263,
-    "shakespeare-hamlet.txt": 2265, "shakespeare-macbeth.txt": 2264, "whitman-leaves.txt": 1322,
+    "austen-emma.txt": (158, "Emma"), "austen-persuasion.txt": (105, "Persuasion"),
+    "austen-sense.txt": (161, "Sense and Sensibility"), "blake-poems.txt": (574, "Blake"),
+    "chesterton-ball.txt": (5265, "Ball and the Cross"), "chesterton-brown.txt": (223, "Father Brown"),
+    "chesterton-thursday.txt": (1695, "Thursday"), "melville-moby_dick.txt": (2701, "Moby"),
+    "milton-paradise.txt": (26, "Paradise Lost"), "shakespeare-caesar.txt": (2263, "Caesar"),
+    "shakespeare-hamlet.txt": (2265, "Hamlet"), "shakespeare-macbeth.txt": (2264, "Macbeth"),
+    "whitman-leaves.txt": (1322, "Leaves of Grass"),
 }
 T5_TOKENIZER_HUB = "google-t5/t5-small"
 T5_TOKENIZER_FILES = ("spiece.model", "tokenizer.json")
@@ -300,15 +304,19 @@ def fetch_wikitext(out, loaders, cache_dir=None):
 
 
 def fetch_gutenberg(out, loaders, cache_dir=None):
-    """The books of NLTK's selection, one text file each."""
+    """The books of NLTK's selection, one text file each; all or none (a missing or mismatched book is refused)."""
     files = {name: Path(out) / "gutenberg" / name for name in GUTENBERG_BOOKS}
     todo = [name for name, path in files.items() if not path.exists()]
-    books = from_hub("gutenberg", loaders["gutenberg"], [GUTENBERG_BOOKS[n] for n in todo], cache_dir) if todo else {}
-    absent = [name for name in todo if GUTENBERG_BOOKS[name] not in books]
-    if absent:
-        raise UsageError(f"gutenberg: {', '.join(absent)} not found in {GUTENBERG_HUB[0]} by ebook number; fetch "
-                         "the rest with --tasks glue super_glue wikitext2 t5_spiece")
-    return [write_lines(path, [], books[GUTENBERG_BOOKS[name]]["TEXT"].splitlines(keepends=True)) if name in todo
+    wanted = [GUTENBERG_BOOKS[name][0] for name in todo]
+    books = from_hub("gutenberg", loaders["gutenberg"], wanted, cache_dir) if todo else {}
+    for name in todo:
+        ebook, title_word = GUTENBERG_BOOKS[name]
+        title = json.loads(books[ebook]["METADATA"]).get("title", "") if ebook in books else None
+        if title is None or title_word.lower() not in title.lower():
+            found = "not found" if title is None else f"is {title!r}"
+            raise UsageError(f"gutenberg: ebook {ebook} ({name}) {found} in {GUTENBERG_HUB[0]}; fetch the rest with "
+                             "--tasks glue super_glue wikitext2 t5_spiece")
+    return [write_lines(path, [], books[GUTENBERG_BOOKS[name][0]]["TEXT"].splitlines(keepends=True)) if name in todo
             else kept(path) for name, path in files.items()]
 
 

@@ -182,23 +182,38 @@ class FetchTest(parameterized.TestCase):
                          [*lines, "", ""])
         self.assertEqual(results[-1].rows, len(lines) + 1)
 
-    def test_gutenberg_books_by_ebook_number(self):
-        text = require("gutenberg/austen-persuasion.txt").read_text(encoding="utf-8")
-        asked = []
+    def gutenberg_loader(self, text, asked, titles=None):
+        """A stand-in for load_gutenberg_rows: every wanted book, its TEXT led by its number, titled as expected."""
+        titles = titles or {ebook: word for ebook, word in fetch_data.GUTENBERG_BOOKS.values()}
 
         def load(ebooks, cache_dir=None):
             asked.extend(ebooks)
-            return {ebook: {"TEXT": f"{ebook}\n{text}", "METADATA": json.dumps({"text_id": ebook})} for ebook in ebooks}
+            return {ebook: {"TEXT": f"{ebook}\n{text}", "METADATA": json.dumps({"text_id": ebook,
+                                                                                "title": f"The {titles[ebook]}"})}
+                    for ebook in ebooks}
+        return load
+
+    def test_gutenberg_books_by_ebook_number(self):
+        text = require("gutenberg/austen-persuasion.txt").read_text(encoding="utf-8")
+        asked = []
         out = Path(self.create_tempdir().full_path)
-        results = fetch_data.fetch(["gutenberg"], out, {"gutenberg": load})
-        self.assertEqual(sorted(asked), sorted(fetch_data.GUTENBERG_BOOKS.values()))
+        results = fetch_data.fetch(["gutenberg"], out, {"gutenberg": self.gutenberg_loader(text, asked)})
+        self.assertEqual(sorted(asked), sorted(ebook for ebook, _ in fetch_data.GUTENBERG_BOOKS.values()))
         self.assertEqual(sorted(p.name for p in (out / "gutenberg").iterdir()), sorted(fetch_data.GUTENBERG_BOOKS))
         self.assertEqual((out / "gutenberg/austen-persuasion.txt").read_text(encoding="utf-8"), f"105\n{text}")
         self.assertEqual(len(results), 13)
 
+    def test_a_book_under_another_title_is_refused_and_nothing_is_written(self):
+        out = Path(self.create_tempdir().full_path) / "data"
+        titles = {ebook: word for ebook, word in fetch_data.GUTENBERG_BOOKS.values()} | {2263: "Coriolanus"}
+        with self.assertRaisesRegex(fetch_data.UsageError, r"ebook 2263 \(shakespeare-caesar.txt\) is 'The "
+                                                           "Coriolanus' in sedthh/gutenberg_english"):
+            fetch_data.fetch(["gutenberg"], out, {"gutenberg": self.gutenberg_loader("text", [], titles)})
+        self.assertFalse(out.exists())
+
     def test_a_book_the_hub_lacks_is_one_line_and_nothing_is_written(self):
         out = Path(self.create_tempdir().full_path) / "data"
-        with self.assertRaisesRegex(fetch_data.UsageError, "gutenberg: austen-emma.txt, .* not found in"):
+        with self.assertRaisesRegex(fetch_data.UsageError, r"gutenberg: ebook 158 \(austen-emma.txt\) not found in"):
             fetch_data.fetch(["gutenberg"], out, {"gutenberg": lambda ebooks, cache_dir=None: {}})
         self.assertFalse(out.exists())
 
