@@ -4,6 +4,7 @@ read the written folder back to the same T5 examples. The hub calls are replaced
 import contextlib
 import io
 import json
+import subprocess
 from pathlib import Path
 
 from absl.testing import absltest, parameterized
@@ -245,6 +246,14 @@ class FetchTest(parameterized.TestCase):
         self.assertEqual(stop.exception.code, 2)
         self.assertStartsWith(stderr.getvalue(), "error: --tasks: unknown source 'glue/sst'; did you mean 'glue/sst2'")
         self.assertFalse(out.exists())
+
+    def test_make_data_runs_the_script_online_into_data(self):
+        """The one make target that must reach the hub: no HF_*_OFFLINE in its command."""
+        printed = subprocess.run(["make", "-n", "data"], cwd=REPO, capture_output=True, text=True,
+                                 check=True).stdout.splitlines()
+        (command,) = [line for line in printed if "scripts.fetch_data" in line]
+        self.assertTrue(command.endswith("-m scripts.fetch_data --output_dir data"), command)
+        self.assertNotIn("OFFLINE", command)
 
     def test_benchmark_names_stand_for_every_registered_task(self):
         sources = fetch_data.expand_sources(["super_glue", "super_glue/rte", "wikitext2"])
