@@ -2,13 +2,16 @@
 # make quickstart  -> creates .venv on first use, then pre-trains a tiny T5 offline in about two minutes
 # make bench       -> the benchmark scripts under bench/ (figures printed, see README)
 # make bench-quality -> the CPU recipe vs random init: SST-2, RTE, CoLA x 3 seeds (docs/quality.md; ~20 min on 2 cores)
+# make data        -> needs internet: GLUE, SuperGLUE, WikiText-2, 13 Gutenberg books, the T5 tokenizer from the hub,
+#                     into data/ in the layout of ../shared/data (scripts/fetch_data.py; DATA_DIR=... to change it)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 QUICKSTART_DATA := data/quickstart
+DATA_DIR ?= data
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false
 
-.PHONY: test quickstart bench bench-quality
+.PHONY: test quickstart bench bench-quality data
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,3 +43,7 @@ bench: $(VENV)/.installed
 
 bench-quality: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/quality.py --task_adaptive
+
+# Not $(OFFLINE): this one target talks to the hub. Files already in $(DATA_DIR) are kept, so a re-run resumes.
+data: $(VENV)/.installed
+	$(PY) -m scripts.fetch_data --output_dir $(DATA_DIR)

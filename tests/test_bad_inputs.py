@@ -2,6 +2,7 @@
 one `error:` line on stderr, exit code 2, and a work folder byte-identical to before. The entry scripts run
 in-process through cli.run_cli, the same path their `__main__` takes."""
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -214,6 +215,9 @@ CASES = {
                                                   "metric: {name: eval/loss, goal: minimize}\nparameters:\n"
                                                   "  learning_rate: {min: 0.1, max: 0.01}\n")],
                             "parameter 'learning_rate': min 0.1 > max 0.01"),
+    # make data (a helper script: scripts/NAME)
+    "fetch_unknown_task": ("scripts/fetch_data", lambda w: ["--tasks", "glue/sst", "--output_dir", str(w / "data")],
+                           "--tasks: unknown source 'glue/sst'; did you mean 'glue/sst2'"),
     # bad input found while running (before anything is written)
     "latin1_corpus": ("pre_train_t5", lambda w: pretrain(w, train_files=[
         str(require("gutenberg/austen-persuasion.txt")), str(require("gutenberg/chesterton-ball.txt"))]),
@@ -232,6 +236,11 @@ CASES = {
 }
 
 
+def script_main(entry):
+    """The main(argv) of an entry script, or of a helper script under scripts/ ("scripts/fetch_data")."""
+    return importlib.import_module(entry.replace("/", ".")).main if entry.startswith("scripts/") else entry_main(entry)
+
+
 class BadInputTest(parameterized.TestCase):
 
     @parameterized.named_parameters(*[(name, *case) for name, case in CASES.items()])
@@ -242,7 +251,7 @@ class BadInputTest(parameterized.TestCase):
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit_info, \
                 mock.patch.dict(os.environ, env or {}):
-            cli.run_cli(lambda: entry_main(entry)(argv))
+            cli.run_cli(lambda: script_main(entry)(argv))
         self.assertEqual(exit_info.exception.code, 2)
         error_lines = [line for line in stderr.getvalue().splitlines() if line.startswith("error:")]
         self.assertLen(error_lines, 1, stderr.getvalue())
