@@ -4,7 +4,7 @@ model, from parts of it (the rest a random init of the same shape), and from ran
     python bench/transfer_parts.py --model runs/bench_quality/pretrain --seeds 1 2 3
     python bench/transfer_parts.py --model runs/bench_quality/pretrain --seeds 1 --parts whole none --no_probe
 
-Why: when a pre-trained model fine-tunes worse than random init (docs/quality.md), this says where the harm is.
+Why: when a pre-trained model fine-tunes worse than random init (docs/quality-diagnostics.md), this says where the harm is.
 1. Models: for each of --parts, a model folder in --work_dir/models whose tensors come from --model where the part
    says so and from one random init (seed 0) elsewhere; tokenizer copied from --model.
 2. Linear probe (seconds): logistic regression on the mean-pooled token embeddings, and on the mean-pooled encoder

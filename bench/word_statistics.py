@@ -4,7 +4,7 @@
     python bench/word_statistics.py --model runs/bench_quality/pretrain --corpus runs/bench_quality/corpus/train.txt \
         --with_sst2_train --finetune_overrides='--max_steps 100 --warmup_steps 20'
 
-Why: when no pre-trained T5 fine-tunes better than random init (docs/quality.md), is the model failing to learn what
+Why: when no pre-trained T5 fine-tunes better than random init (docs/quality-diagnostics.md), is the model failing to learn what
 the text offers, or does the text not offer it? Word vectors from co-occurrence counts (PPMI + SVD, Levy et al.
 2015) are the cheapest strong learner of word similarity; fine-tuning from them bounds what word-level knowledge
 of this corpus is worth.
