@@ -1,5 +1,7 @@
 """bench/gpu_check.py's CPU dry run (--device cpu --tiny): the one prepared GPU check cannot rot between GPU windows.
-Every section is in the JSON and the Markdown table, none failed, the core sections ran and carry their figures."""
+Every section is in the JSON and the Markdown table, none failed, the core sections ran and carry their figures.
+On a slow machine the last sections may be skipped or stopped by the 115-second budget, each with its note: that is
+the check's own contract (it never overruns its window), not a failure."""
 import json
 import os
 import subprocess
@@ -29,9 +31,10 @@ class GpuCheckDryRunTest(parameterized.TestCase):
     def test_every_section_is_reported_and_none_failed(self):
         self.assertEqual(list(self.report["sections"]), list(SECTIONS))
         for name, result in self.report["sections"].items():
-            self.assertIn(result["status"], ("ok", "skipped"), f"{name}: {result}")
-            if result["status"] == "skipped":
+            self.assertIn(result["status"], ("ok", "skipped", "stopped"), f"{name}: {result}")
+            if result["status"] != "ok":
                 self.assertNotEmpty(result["note"], name)
+        self.assertLess(self.report["seconds"], self.report["budget_s"] + 30)  # a stopped section ends promptly
         table = open(f"{self.out}/gpu_check.md").read()
         for name in SECTIONS:
             self.assertIn(f"| {name} |", table)
@@ -48,7 +51,7 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertTrue(bf16["figures"]["arms"]["fp32"]["within_tolerance"])  # fp32 against itself: gap 0
 
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
-        for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex", "quality"):
+        for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex", "throughput_eager_t5_flex", "quality"):
             self.assertIn("--tiny", self.report["sections"][name]["note"])
 
 

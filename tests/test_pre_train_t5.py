@@ -62,6 +62,28 @@ class PreTrainEndToEndTest(TinyRunTestCase):
         self.assertTrue((out / "checkpoint-4" / "stream_position.json").is_file())
         self.assertTrue(np.isfinite(metrics["eval_loss"]))
 
+    @parameterized.parameters("4h", "8h", "16h")
+    def test_nanot5_budget_configs_run_on_local_files(self, budget):
+        """configs/pretrain_v1_1_base_{4h,8h,16h}.yaml (nanoT5's budgets) need the hub and a GPU; with local files and
+        CPU-sized overrides each passes every check, trains, and records nanoT5's optimizer and schedule."""
+        local = self.dir / f"v1_1_{budget}.yaml"
+        local.write_text(f"_include: [{REPO / f'configs/pretrain_v1_1_base_{budget}.yaml'}]\ndataset_name: null\n"
+                         f"dataset_config_name: null\ntrain_files: [{self.corpus}]\n")
+        out = self.dir / f"v1_1_{budget}"
+        argv = tiny_run_flags(str(out), self.corpus, max_steps=2, warmup_steps=1, save_strategy="no",
+                              max_eval_samples=8, eval_strategy="no", bf16=False, torch_compile=False,
+                              report_to="none")
+        pre_train([str(local), *argv])
+        config = yaml.safe_load((out / "config.yaml").read_text())
+        shipped = yaml.safe_load((REPO / f"configs/pretrain_v1_1_base_{budget}.yaml").read_text())
+        self.assertEqual((config["adamw_rms_scaling"], config["lr_scheduler_type"], config["lr_scheduler_kwargs"]),
+                         (True, "cosine_with_min_lr", {"min_lr_rate": 1e-5}))
+        self.assertEqual(shipped["learning_rate"], 0.02)  # the tiny run's flags set their own
+        # nanoT5's configs/task/pt_{4,8,16}h.yaml: steps and warm-up steps, 256 sequences (128 x 2 accumulated).
+        nanot5 = {"4h": (13333, 1666), "8h": (26666, 3332), "16h": (53332, 6666)}[budget]
+        self.assertEqual((shipped["max_steps"], shipped["warmup_steps"]), nanot5)
+        self.assertEqual(shipped["per_device_train_batch_size"] * shipped["gradient_accumulation_steps"], 256)
+
     def test_config_yaml_alone_reproduces_the_run(self):
         first = self.dir / "first"
         pre_train(tiny_run_flags(str(first), self.corpus))
