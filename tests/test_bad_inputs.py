@@ -163,7 +163,9 @@ CASES = {
     "fsdp_set_twice": ("pre_train_t5", lambda w: pretrain(w, fsdp="full_shard"), "FSDP is set twice",
                        {"ACCELERATE_USE_FSDP": "true"}),
     "deepspeed_not_json": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "{stage")),
-                           "is not valid JSON"),
+                           "--deepspeed file {work}/ds.json is not valid JSON: line 1, column 2: Expecting property"),
+    "deepspeed_not_a_mapping": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "[2]")),
+                                "ds.json must be a mapping of DeepSpeed settings (a JSON object), got a list"),
     "deepspeed_mismatch": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(
         w / "ds.json", json.dumps({"gradient_accumulation_steps": 8}))), "set it to \"auto\""),
     "deepspeed_stage": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(
@@ -202,6 +204,9 @@ CASES = {
                                                    "metric: {name: eval/loss, goal: minimize}\n"
                                                    "parameters: {learning_rate: {values: [0.1]}}\n")],
                              "unknown method 'genetic'; choices: grid, random, bayes"),
+    "sweep_not_a_mapping": ("sweep", lambda w: [write(w / "s.yaml", "- program: pre_train_t5.py\n")],
+                            "sweep file {work}/s.yaml must be a mapping of program, method, metric and parameters, "
+                            "got a list"),
     "sweep_min_above_max": ("sweep", lambda w: [write(w / "s.yaml", "program: pre_train_t5.py\nmethod: random\n"
                                                   "metric: {name: eval/loss, goal: minimize}\nparameters:\n"
                                                   "  learning_rate: {min: 0.1, max: 0.01}\n")],
