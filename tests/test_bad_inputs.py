@@ -59,7 +59,13 @@ CASES = {
                      "unknown flag '--noise_densty' in the command line; did you mean '--noise_density' or "
                      "'--denoisers'?"),
     "bad_float": ("pre_train_t5", lambda w: pretrain(w, learning_rate="fast"), "invalid float value: 'fast'"),
-    "noise_density": ("pre_train_t5", lambda w: pretrain(w, noise_density=1.5), "--noise_density=1.5 must be in"),
+    "noise_density": ("pre_train_t5", lambda w: pretrain(w, noise_density=1.5),
+                      "--noise_density=1.5 must be in (0, 1); the T5 paper uses 0.15"),
+    "input_length_short": ("pre_train_t5", lambda w: pretrain(w, input_length=4),
+                           "--input_length=4 is too short for span corruption; use >= 8 (T5: 512)"),
+    "denoiser_span": ("pre_train_t5", lambda w: pretrain(
+        w, objective="ul2", denoisers="[{paradigm: X, noise_density: 0.5, mean_noise_span_length: 0.5, proportion: 1}]"),
+        "--denoisers item 1: mean_noise_span_length=0.5 must be >= 1 (tokens); the T5 paper uses 3"),
     "mean_span": ("pre_train_t5", lambda w: pretrain(w, mean_noise_span_length=0),
                   "--mean_noise_span_length=0.0 must be >= 1"),
     "unknown_preset": ("pre_train_t5", lambda w: pretrain(w, model_size="t5-xxxl"),
