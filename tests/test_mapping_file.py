@@ -6,6 +6,7 @@ from absl.testing import absltest, parameterized
 
 from t5kit.config import launch_checks, parsing
 from t5kit.config.mapping_file import read_mapping
+from t5kit.config.pretrain_arguments import parse_denoisers_text
 from t5kit.errors import UsageError
 from t5kit.sweep import space
 
@@ -70,6 +71,11 @@ class ReadMappingTest(parameterized.TestCase):
     def test_an_unknown_syntax_is_a_bug_not_bad_input(self):
         with self.assertRaises(ValueError):
             read_mapping(self.write("a: 1"), "x file", "flag: value", syntax="TOML")
+
+    def test_denoisers_text_names_line_and_column_as_files_do(self):
+        with self.assertRaisesRegex(UsageError, r"^--denoisers is not valid YAML: line 2, column 1: expected ',' or "
+                                                r"'\]', but got '<stream end>'"):
+            parse_denoisers_text("[{paradigm: S}\n")
 
     @parameterized.named_parameters(*[(name, name) for name in CALLERS])
     def test_each_caller_refuses_a_list_with_the_one_wording(self, caller):

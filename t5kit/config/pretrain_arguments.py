@@ -10,6 +10,7 @@ import yaml
 
 import constants
 from t5kit.config.arguments import check_choices, check_data_files, check_positive
+from t5kit.config.mapping_file import yaml_error_where
 from t5kit.errors import UsageError, did_you_mean
 
 SAMPLE_BY_CHOICES = ("paragraph", "line", "document")
@@ -137,7 +138,7 @@ def parse_denoisers_text(text):
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise UsageError(f"--denoisers is not valid YAML: {str(err).splitlines()[0]}") from None
+        raise UsageError(f"--denoisers is not valid YAML: {yaml_error_where(err)}") from None
 
 
 def check_denoisers(denoisers, objective):
