@@ -97,6 +97,8 @@ class TaskInputArguments:
 
 @dataclass
 class ModelArguments(ModelSourceArguments):
+    """The model a training run builds (random init) or continues from; the source flags are ModelSourceArguments'."""
+
     model_size: str = field(default="t5-small", metadata={
         "help": "Architecture preset for random init (ignored with --model_name_or_path).",
         "choices": tuple(constants.MODEL_SIZE_PRESETS)})
