@@ -2,8 +2,10 @@
 
 Numbers here come from the T5 paper (Raffel et al., 2020, "Exploring the Limits of Transfer Learning with a
 Unified Text-to-Text Transformer") and google-research/text-to-text-transfer-transformer (t5/models/gin/
-models/*.gin, t5/data/preprocessors.py); T5 v1.1 shapes from its released_checkpoints.md.
+models/*.gin, t5/data/preprocessors.py); T5 v1.1 shapes from its released_checkpoints.md. The one function,
+`check_span_settings`, states the ranges of the span-corruption constants for every layer that takes them.
 """
+from t5kit.errors import UsageError
 
 # datasets builder for each local corpus file suffix (".tsv" is csv with a tab delimiter).
 FILE_BUILDERS = {".txt": "text", ".raw": "text", ".text": "text", ".json": "json", ".jsonl": "json",
@@ -14,6 +16,7 @@ NOISE_DENSITY = 0.15
 MEAN_NOISE_SPAN_LENGTH = 3.0
 NUM_SENTINELS = 100  # <extra_id_0> .. <extra_id_99>, as in every released T5 vocabulary.
 INPUT_LENGTH = 512  # encoder length after corruption used to pre-train the released T5 models.
+MIN_INPUT_LENGTH = 8  # shortest --input_length taken: a window of ~8 ids holds about one noise span at T5's density.
 
 # Pre-training objectives (--objective): T5's span corruption, UL2's mixture of denoisers, prefix-LM alone.
 OBJECTIVES = ("span_corruption", "ul2", "prefix_lm")
@@ -44,6 +47,33 @@ UL2_DENOISERS = (
 # a paradigm token.
 PREFIX_LM_NOISE_DENSITY = 0.5
 PREFIX_LM_DENOISERS = (dict(paradigm="S", noise_density=PREFIX_LM_NOISE_DENSITY, proportion=1.0, mode_token=None),)
+
+
+
+def check_span_settings(noise_density=None, mean_noise_span_length=None, input_length=None, denoiser=None,
+                        prefix_lm=False):
+    """Refuses span-corruption settings outside their ranges, in one wording wherever they are set: the flags and
+    each --denoisers item (config/pretrain_arguments.py), and the collators (data_collator.py, data/ul2.py), which
+    code may build without the flags. It lives here, below both layers, because the data layer never imports the
+    config layer. A setting left None is not checked. `denoiser` ("--denoisers item 2") names a denoiser's own
+    setting; without it the flag is named. An S-denoiser (`prefix_lm`) splits the window once: its density is the
+    targets' mean share, at most 0.5 (T5's random_prefix_noise_mask)."""
+    def named(setting):
+        return f"{denoiser}: {setting}" if denoiser else f"--{setting}"
+
+    if noise_density is not None and prefix_lm and not 0 < noise_density <= 0.5:
+        raise UsageError(f"{named('noise_density')}={noise_density} must be in (0, 0.5] for S (T5's "
+                         f"random_prefix_noise_mask); UL2's S-denoiser uses {UL2_DENOISERS[-1]['noise_density']}")
+    if noise_density is not None and not 0 < noise_density < 1:
+        raise UsageError(f"{named('noise_density')}={noise_density} must be in (0, 1); the T5 paper uses "
+                         f"{NOISE_DENSITY}")
+    if mean_noise_span_length is not None and not mean_noise_span_length >= 1:
+        raise UsageError(f"{named('mean_noise_span_length')}={mean_noise_span_length} must be >= 1 (tokens); the T5 "
+                         f"paper uses {MEAN_NOISE_SPAN_LENGTH:g}")
+    if input_length is not None and not input_length >= MIN_INPUT_LENGTH:
+        raise UsageError(f"--input_length={input_length} is too short for span corruption; use >= {MIN_INPUT_LENGTH} "
+                         f"(T5: {INPUT_LENGTH})")
+
 
 # T5 special-token layout of the SentencePiece vocabulary (t5/data/vocabularies.py).
 PAD_ID = 0

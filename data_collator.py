@@ -77,6 +77,21 @@ def count_noise(length, noise_density, mean_noise_span_length):
     return num_noise_tokens, max(num_noise_spans, 1)
 
 
+def check_kept_spans(length, noise_density, mean_noise_span_length, denoiser=None):
+    """count_noise's (num_noise_tokens, num_noise_spans), refusing settings whose noise spans outnumber the kept
+    tokens of a window of `length` ids (T5's _random_segmentation needs one kept token per kept span). One wording
+    for span corruption's flags and each UL2 span denoiser (`denoiser`: its name, "X(mu=1, r=0.9)")."""
+    noise, spans = count_noise(length, noise_density, mean_noise_span_length)
+    if length - noise < spans:
+        settings, density, span = ((f"--denoisers {denoiser}", "its noise_density", "its mean_noise_span_length")
+                                   if denoiser else (f"--noise_density={noise_density} with --mean_noise_span_length="
+                                                     f"{mean_noise_span_length}", "--noise_density",
+                                                     "--mean_noise_span_length"))
+        raise UsageError(f"{settings} needs {spans} kept spans in windows of {length} ids but leaves {length - noise} "
+                         f"kept tokens; lower {density} or raise {span}")
+    return noise, spans
+
+
 def draw_gap_picks(rng, batch_size, num_noise_tokens, num_kept_tokens, num_spans):
     """The random draws of both segmentations, (B, 2 * (num_spans - 1)), from a numpy generator in one call."""
     lows, highs = gap_pick_bounds(num_noise_tokens, num_kept_tokens, num_spans)
@@ -221,7 +236,8 @@ class DataCollatorForT5SpanCorruption:
         if self.tokens_length is None:
             self.tokens_length, _ = compute_input_and_target_lengths(
                 self.input_length, self.noise_density, self.mean_noise_span_length)
-        num_noise_tokens, num_spans = count_noise(self.tokens_length, self.noise_density, self.mean_noise_span_length)
+        num_noise_tokens, num_spans = check_kept_spans(self.tokens_length, self.noise_density,
+                                                       self.mean_noise_span_length)
         self._check_lengths(num_noise_tokens, num_spans)
         self.sentinel_ids = self._lookup_sentinels(num_spans)  # (num_spans,)
         self.eos_id, self.pad_id = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
@@ -240,12 +256,7 @@ class DataCollatorForT5SpanCorruption:
         self.epoch = int(epoch)
 
     def _check_flags(self):
-        if not 0 < self.noise_density < 1:
-            raise UsageError(f"--noise_density={self.noise_density} must be in (0, 1); the T5 paper uses "
-                             f"{constants.NOISE_DENSITY}")
-        if not self.mean_noise_span_length >= 1:
-            raise UsageError(f"--mean_noise_span_length={self.mean_noise_span_length} must be >= 1 (tokens); "
-                             f"the T5 paper uses {constants.MEAN_NOISE_SPAN_LENGTH}")
+        constants.check_span_settings(self.noise_density, self.mean_noise_span_length, self.input_length)
         if self.return_tensors not in ("pt", "np"):
             raise UsageError(f"return_tensors={self.return_tensors!r} must be 'pt' or 'np'")
 
@@ -255,14 +266,7 @@ class DataCollatorForT5SpanCorruption:
         rounds in float32; the helper's density-0.5 step), windows of the helper's tokens_length corrupt to a few
         ids more or fewer than the helper's lengths: T5 then trims or pads them to the feature lengths, and so does
         this collator."""
-        if self.tokens_length < 2:
-            raise UsageError(f"--input_length={self.input_length} is too short for span corruption (windows of "
-                             f"{self.tokens_length} ids cannot hold a noise and a kept token); raise it")
         num_kept = self.tokens_length - num_noise_tokens
-        if num_kept < num_spans:
-            raise UsageError(f"--noise_density={self.noise_density} with --mean_noise_span_length="
-                             f"{self.mean_noise_span_length} needs {num_spans} kept spans but leaves {num_kept} "
-                             "kept tokens; lower --noise_density or raise --mean_noise_span_length")
         self.raw_input_length, self.raw_target_length = num_kept + num_spans + 1, num_noise_tokens + num_spans + 1
         if (self.raw_input_length, self.raw_target_length) == (self.input_length, self.target_length):
             return

@@ -60,7 +60,13 @@ CASES = {
                      "unknown flag '--noise_densty' in the command line; did you mean '--noise_density' or "
                      "'--denoisers'?"),
     "bad_float": ("pre_train_t5", lambda w: pretrain(w, learning_rate="fast"), "invalid float value: 'fast'"),
-    "noise_density": ("pre_train_t5", lambda w: pretrain(w, noise_density=1.5), "--noise_density=1.5 must be in"),
+    "noise_density": ("pre_train_t5", lambda w: pretrain(w, noise_density=1.5),
+                      "--noise_density=1.5 must be in (0, 1); the T5 paper uses 0.15"),
+    "input_length_short": ("pre_train_t5", lambda w: pretrain(w, input_length=4),
+                           "--input_length=4 is too short for span corruption; use >= 8 (T5: 512)"),
+    "denoiser_span": ("pre_train_t5", lambda w: pretrain(
+        w, objective="ul2", denoisers="[{paradigm: X, noise_density: 0.5, mean_noise_span_length: 0.5, proportion: 1}]"),
+        "--denoisers item 1: mean_noise_span_length=0.5 must be >= 1 (tokens); the T5 paper uses 3"),
     "mean_span": ("pre_train_t5", lambda w: pretrain(w, mean_noise_span_length=0),
                   "--mean_noise_span_length=0.0 must be >= 1"),
     "unknown_preset": ("pre_train_t5", lambda w: pretrain(w, model_size="t5-xxxl"),
@@ -172,7 +178,9 @@ CASES = {
     "fsdp_set_twice": ("pre_train_t5", lambda w: pretrain(w, fsdp="full_shard"), "FSDP is set twice",
                        {"ACCELERATE_USE_FSDP": "true"}),
     "deepspeed_not_json": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "{stage")),
-                           "is not valid JSON"),
+                           "--deepspeed file {work}/ds.json is not valid JSON: line 1, column 2: Expecting property"),
+    "deepspeed_not_a_mapping": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(w / "ds.json", "[2]")),
+                                "ds.json must be a mapping of DeepSpeed settings (a JSON object), got a list"),
     "deepspeed_mismatch": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(
         w / "ds.json", json.dumps({"gradient_accumulation_steps": 8}))), "set it to \"auto\""),
     "deepspeed_stage": ("pre_train_t5", lambda w: pretrain(w, deepspeed=write(
@@ -211,6 +219,9 @@ CASES = {
                                                    "metric: {name: eval/loss, goal: minimize}\n"
                                                    "parameters: {learning_rate: {values: [0.1]}}\n")],
                              "unknown method 'genetic'; choices: grid, random, bayes"),
+    "sweep_not_a_mapping": ("sweep", lambda w: [write(w / "s.yaml", "- program: pre_train_t5.py\n")],
+                            "sweep file {work}/s.yaml must be a mapping of program, method, metric and parameters, "
+                            "got a list"),
     "sweep_min_above_max": ("sweep", lambda w: [write(w / "s.yaml", "program: pre_train_t5.py\nmethod: random\n"
                                                   "metric: {name: eval/loss, goal: minimize}\nparameters:\n"
                                                   "  learning_rate: {min: 0.1, max: 0.01}\n")],

@@ -63,8 +63,9 @@ class DeepSpeedConfigTest(parameterized.TestCase):
         launch_checks.check_deepspeed_agrees(config, args, "ds.json")  # no error
 
     @parameterized.named_parameters(
-        ("not_json", "{stage: 2", "is not valid JSON"),
-        ("not_object", "[1, 2]", "must hold a JSON object"),
+        ("not_json", "{stage: 2", r"--deepspeed file .*ds.json is not valid JSON: line 1, column 2: Expecting property "
+                                  "name enclosed in double quotes$"),
+        ("not_object", "[1, 2]", r"ds.json must be a mapping of DeepSpeed settings \(a JSON object\), got a list$"),
         ("unknown_stage", {"zero_optimization": {"stage": 4}}, "unknown ZeRO stage 4 .*use one of 0, 1, 2, 3"),
     )
     def test_bad_deepspeed_file(self, config, message):
@@ -72,7 +73,7 @@ class DeepSpeedConfigTest(parameterized.TestCase):
             training_args("--deepspeed", self.write_config(config))
 
     def test_missing_deepspeed_file(self):
-        with self.assertRaisesRegex(UsageError, "--deepspeed nope.json: file not found"):
+        with self.assertRaisesRegex(UsageError, "^--deepspeed file nope.json not found; pass a DeepSpeed JSON"):
             training_args("--deepspeed", "nope.json")
 
     @parameterized.named_parameters(("param_group_lr", ["--param_group_lr", ".*=1e-3"]),
@@ -109,7 +110,7 @@ class AccelerateAndPrecisionTest(parameterized.TestCase):
          "gradient_accumulation_steps=8 but --gradient_accumulation_steps is 1"),
         ("clipping", {"ACCELERATE_GRADIENT_CLIPPING": "0.1"}, "gradient_clipping=0.1 but --max_grad_norm is 1.0"),
         ("deepspeed_file", {"ACCELERATE_DEEPSPEED_CONFIG_FILE": "missing_ds.json"},
-         "--deepspeed missing_ds.json: file not found"),
+         "^the accelerate deepspeed_config_file missing_ds.json not found; pass a DeepSpeed JSON"),
     )
     def test_accelerate_config_that_disagrees_is_refused(self, env, message):
         with mock.patch.dict(os.environ, env), self.assertRaisesRegex(UsageError, message):

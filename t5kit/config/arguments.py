@@ -1,5 +1,8 @@
-"""The flag dataclasses every entry script shares: the model and the training run (HF names wherever HF has one).
-pretrain_arguments.py and finetune_arguments.py hold each script's own; programs.py says which script takes which.
+"""The flag groups entry scripts share (HF names wherever HF has one): where the model and tokenizer come from
+(pre-training, fine-tuning and predict_t5.py), how task inputs are cut and predicted (fine-tuning and prediction),
+the model and the training run. A shared flag is declared once, in its group, with one help text true for every
+script that takes it; a script's own group inherits the shared one. pretrain_arguments.py, finetune_arguments.py and
+predict_arguments.py hold each script's own groups; programs.py says which script takes which.
 
 Each field's help gives its meaning, default and interactions; a field with a fixed set of values declares it once,
 as `choices` in its metadata: argparse, the YAML checks, --help and `check_choices` all read it there.
@@ -17,6 +20,9 @@ from t5kit.errors import UsageError, one_line
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "t5_flex")
 NAN_POLICIES = ("stop", "skip")
+LABEL_SCORING_CHOICES = ("generate", "rank")
+MIN_SOURCE_LENGTH = 2  # one token of text and EOS
+T5_SOURCE_LENGTH = 512  # input tokens T5 was fine-tuned with: fine-tuning's --max_source_length when unset
 
 
 def check_choices(instance):
@@ -48,16 +54,54 @@ def check_data_files(flag, paths):
 
 
 @dataclass
-class ModelArguments:
+class ModelSourceArguments:
+    """Where the model and its tokenizer come from: ModelArguments (pre-training, fine-tuning) and PredictArguments
+    inherit these two flags."""
+
     model_name_or_path: str = field(default=None, metadata={
-        "help": "Hub name or local folder of a T5-family model to continue from: T5, Flan-T5, mT5, UMT5 or LongT5 "
-                "(loaded with AutoModelForSeq2SeqLM). Unset: random init from --model_size."})
+        "help": "Hub name or local folder of a T5-family model: T5, Flan-T5, mT5, UMT5 or LongT5 (loaded with "
+                "AutoModelForSeq2SeqLM), e.g. a run's output folder, whose model card names its task and input "
+                "length. Training continues from it (unset: random init from --model_size); predict_t5.py needs it."})
+    tokenizer_name_or_path: str = field(default=None, metadata={
+        "help": "Hub name or local folder of the tokenizer (needs T5's <extra_id_N> sentinels). Unset: the one "
+                "saved with --model_name_or_path; a random init needs one (see train_tokenizer.py)."})
+
+    def __post_init__(self):
+        if self.tokenizer_name_or_path is None:
+            self.tokenizer_name_or_path = self.model_name_or_path
+
+
+@dataclass
+class TaskInputArguments:
+    """How task inputs are cut and predicted: FineTuneDataArguments and PredictArguments inherit these flags."""
+
+    max_source_length: int = field(default=None, metadata={
+        "help": "Input tokens per example (EOS included); longer inputs are cut, keeping EOS, and counted in the log. "
+                f"Unset: {T5_SOURCE_LENGTH} when fine-tuning (T5 fine-tuned with {T5_SOURCE_LENGTH}); predict_t5.py "
+                f"takes the model card's (the length the model was trained with), else {constants.INPUT_LENGTH}."})
+    label_scoring: str = field(default="generate", metadata={
+        "help": "How a classification task's labels are predicted: generate (decode, greedy or with beams; a text "
+                "that is no label word counts as wrong) or rank (score every label word by log-likelihood, the "
+                "likeliest wins; never an invalid prediction). Fine-tuning applies it to its evaluation and test "
+                "predictions.", "choices": LABEL_SCORING_CHOICES})
+    max_predict_samples: int = field(default=None, metadata={
+        "help": "Predict only the first N examples (debug): of each test split when fine-tuning, of --input_file "
+                "in predict_t5.py."})
+
+    def __post_init__(self):
+        check_positive("max_predict_samples", self.max_predict_samples)
+        if self.max_source_length is not None and self.max_source_length < MIN_SOURCE_LENGTH:
+            raise UsageError(f"--max_source_length={self.max_source_length} leaves no room for text and EOS; use >= "
+                             f"{MIN_SOURCE_LENGTH}")
+
+
+@dataclass
+class ModelArguments(ModelSourceArguments):
+    """The model a training run builds (random init) or continues from; the source flags are ModelSourceArguments'."""
+
     model_size: str = field(default="t5-small", metadata={
         "help": "Architecture preset for random init (ignored with --model_name_or_path).",
         "choices": tuple(constants.MODEL_SIZE_PRESETS)})
-    tokenizer_name_or_path: str = field(default=None, metadata={
-        "help": "Hub name or local folder of the tokenizer (needs T5's <extra_id_N> sentinels). "
-                "Defaults to --model_name_or_path; required for random init (see train_tokenizer.py)."})
     dropout_rate: float = field(default=None, metadata={
         "help": "Dropout rate of the model, in [0, 1). Unset: 0.0 for random init (T5 v1.1 pre-training), and a "
                 "loaded model (--model_name_or_path) keeps its own. Given: applies to a loaded model too (T5 "
@@ -75,11 +119,10 @@ class ModelArguments:
 
     def __post_init__(self):
         check_choices(self)
-        if self.tokenizer_name_or_path is None:
-            if self.model_name_or_path is None:
-                raise UsageError("--tokenizer_name_or_path is required for random init; train one with "
-                                 "train_tokenizer.py or pass a T5 tokenizer name/folder")
-            self.tokenizer_name_or_path = self.model_name_or_path
+        if self.tokenizer_name_or_path is None and self.model_name_or_path is None:
+            raise UsageError("--tokenizer_name_or_path is required for random init; train one with "
+                             "train_tokenizer.py or pass a T5 tokenizer name/folder")
+        ModelSourceArguments.__post_init__(self)
         if self.dropout_rate is not None and not 0.0 <= self.dropout_rate < 1.0:
             raise UsageError(f"--dropout_rate={self.dropout_rate} must be in [0, 1)")
         if self.config_overrides and self.model_name_or_path:

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import constants
 from t5kit.config import launch_checks
-from t5kit.config.arguments import T5TrainingArguments, check_choices, check_data_files, check_positive
+from t5kit.config.arguments import (T5_SOURCE_LENGTH, T5TrainingArguments, TaskInputArguments, check_choices,
+                                    check_data_files, check_positive)
 from t5kit.errors import UsageError
 
 _HF_FIELDS = {f.name: f for f in dataclasses.fields(T5TrainingArguments)}
 FINETUNE_FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl")
-LABEL_SCORING_CHOICES = ("generate", "rank")
 PREDICTIONS_FORMATS = ("jsonl", "tsv")
 TRAIN_SAMPLING_STRATEGIES = ("length_buckets", "random", "sequential", "group_by_length", "batch_rebalance")
 PEFT_METHODS = ("lora",)
@@ -20,7 +20,10 @@ LORA_R, LORA_ALPHA, LORA_TARGET_MODULES = 8, 16.0, "q,v"
 
 
 @dataclass
-class FineTuneDataArguments:
+class FineTuneDataArguments(TaskInputArguments):
+    """The tasks, their data and how they are mixed; --max_source_length, --label_scoring and
+    --max_predict_samples come from TaskInputArguments, which predict_t5.py shares."""
+
     benchmark: str = field(default="glue", metadata={
         "help": "Benchmark of --dataset_name in constants.DATASET_VALS: " + ", ".join(constants.DATASET_VALS)
                 + ". Also the default benchmark of --tasks entries written without one.",
@@ -44,16 +47,9 @@ class FineTuneDataArguments:
         "help": "Local validation rows (needs the label column: evaluation compares predictions with it)."})
     test_file: str = field(default=None, metadata={
         "help": "Local rows to predict with --do_predict; the label column is optional."})
-    max_source_length: int = field(default=512, metadata={
-        "help": "Input tokens per example (EOS included); longer inputs are truncated and counted in the log "
-                "(T5 fine-tuned with 512)."})
     max_target_length: int = field(default=None, metadata={
         "help": "Target tokens per example (EOS included) and the generation limit. Unset: the longest label word "
                 "(classification), the longest score string (regression) or 128 (generation)."})
-    label_scoring: str = field(default="generate", metadata={
-        "help": "How classification tasks are predicted at evaluation: generate (decode; a text that is no label "
-                "word counts as wrong) or rank (score every label word, pick the likeliest; never invalid).",
-        "choices": LABEL_SCORING_CHOICES})
     mixture_cap: int = field(default=2 ** 19, metadata={
         "help": "Multi-task: examples-proportional mixing counts at most this many examples per task (K in the T5 "
                 "paper, sec. 3.5.2; 2^19 scored best there). Also the cap applied before temperature scaling."})
@@ -63,7 +59,6 @@ class FineTuneDataArguments:
     max_train_samples: int = field(default=None, metadata={"help": "Keep only the first N training rows (debug)."})
     max_eval_samples: int = field(default=None, metadata={
         "help": "Keep only the first N rows of each validation split."})
-    max_predict_samples: int = field(default=None, metadata={"help": "Keep only the first N rows of each test split."})
     wnli_format: str = field(default="glue", metadata={
         "help": "How glue/wnli is read: glue (T5's glue_wnli_v002: 'wnli sentence1: ... sentence2: ...' -> "
                 "entailment/not_entailment) or wsc_simple (as T5 evaluated WNLI, glue_wnli_v002_simple_eval: the "
@@ -79,6 +74,9 @@ class FineTuneDataArguments:
 
     def __post_init__(self):
         check_choices(self)
+        TaskInputArguments.__post_init__(self)
+        if self.max_source_length is None:
+            self.max_source_length = T5_SOURCE_LENGTH
         # YAML may give a list of tasks or a single folder; the parser only splits command-line values.
         if isinstance(self.tasks, (list, tuple)):
             self.tasks = ",".join(self.tasks)
@@ -104,11 +102,8 @@ class FineTuneDataArguments:
         for folder in self.data_dir or []:
             if not Path(folder).is_dir():
                 raise UsageError(f"--data_dir {folder} is not a folder; pass e.g. ../shared/data/glue/RTE")
-        for flag in ("mixture_cap", "max_target_length", "max_train_samples", "max_eval_samples",
-                     "max_predict_samples"):
+        for flag in ("mixture_cap", "max_target_length", "max_train_samples", "max_eval_samples"):
             check_positive(flag, getattr(self, flag))
-        if self.max_source_length < 2:
-            raise UsageError(f"--max_source_length={self.max_source_length} leaves no room for text and EOS; use >= 2")
         if not self.mixture_temperature > 0:
             raise UsageError(f"--mixture_temperature={self.mixture_temperature} must be > 0 (1 = "
                              "examples-proportional)")

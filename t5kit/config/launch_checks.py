@@ -6,30 +6,23 @@ once, in our flags. HF's DeepSpeed integration fills "auto" from them; a concret
 otherwise win silently in some places and lose in others, so it is refused before training starts.
 """
 import importlib.util
-import json
 import os
-from pathlib import Path
 
+from t5kit.config.mapping_file import read_mapping
 from t5kit.errors import UsageError
 
 ZERO_STAGES = (0, 1, 2, 3)
 AUTO = "auto"
+ACCELERATE_DEEPSPEED_FILE = "the accelerate deepspeed_config_file"
 
 
-def load_deepspeed_config(source):
-    """The DeepSpeed config as a dict, from --deepspeed (a JSON path or an already-parsed dict)."""
+def load_deepspeed_config(source, what="--deepspeed file"):
+    """The DeepSpeed config as a dict, from a JSON path (or an already-parsed dict); `what` names the file in
+    messages (--deepspeed's, or the accelerate config's deepspeed_config_file)."""
     if isinstance(source, dict):
         return source
-    path = Path(source)
-    if not path.is_file():
-        raise UsageError(f"--deepspeed {path}: file not found; pass a DeepSpeed JSON such as zero_stage2_config.json")
-    try:
-        config = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--deepspeed {path} is not valid JSON: {err}") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"--deepspeed {path} must hold a JSON object, got a {type(config).__name__}")
-    return config
+    return read_mapping(source, what, "DeepSpeed settings (a JSON object)", syntax="JSON",
+                        missing_hint="pass a DeepSpeed JSON such as zero_stage2_config.json")
 
 
 def check_zero_stage(config, where):
@@ -127,7 +120,7 @@ def deepspeed_zero_stage(args):
         return check_zero_stage(load_deepspeed_config(args.deepspeed), "--deepspeed")
     accelerate_file = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
     if accelerate_file and accelerate_file != "none":
-        return check_zero_stage(load_deepspeed_config(accelerate_file), accelerate_file)
+        return check_zero_stage(load_deepspeed_config(accelerate_file, ACCELERATE_DEEPSPEED_FILE), accelerate_file)
     stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
     return int(stage) if stage and stage.isdigit() else None
 
@@ -179,14 +172,14 @@ def check_launch_configs(args):
     """All launcher checks; T5TrainingArguments runs them before transformers reads the DeepSpeed config."""
     check_accelerate_env(args)
     check_fsdp_config(args)
-    sources = [(args.deepspeed, f"--deepspeed {args.deepspeed}" if isinstance(args.deepspeed, str) else
-                "--deepspeed")]
+    sources = [("--deepspeed", args.deepspeed, "--deepspeed file")]  # (setting, its value, the file's name)
     accelerate_file = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
     if accelerate_file and accelerate_file != "none":
-        sources.append((accelerate_file, f"the accelerate deepspeed_config_file {accelerate_file}"))
-    for source, where in sources:
+        sources.append((ACCELERATE_DEEPSPEED_FILE, accelerate_file, ACCELERATE_DEEPSPEED_FILE))
+    for setting, source, what in sources:
         if source:
-            config = load_deepspeed_config(source)
+            where = f"{setting} {source}" if isinstance(source, str) else setting
+            config = load_deepspeed_config(source, what)
             check_zero_stage(config, where)
             check_deepspeed_agrees(config, args, where)
     check_deepspeed_launcher(args)

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser
 
+from t5kit.config.mapping_file import read_mapping
 from t5kit.errors import UsageError, did_you_mean, unknown_name_message
 
 INCLUDE_KEY = "_include"
@@ -45,16 +46,8 @@ def load_yaml_config(path, _including=(), check=None):
     if path in _including:
         chain = " -> ".join(p.name for p in (*_including, path))
         raise UsageError(f"_include cycle in config files: {chain}; remove one of these includes")
-    if not path.is_file():
-        raise UsageError(f"config file {path} not found; check the path (includes are relative to the including file)")
-    try:
-        content = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise UsageError(f"config file {path} is not valid YAML: {yaml_error_where(err)}") from None
-    if content is None:
-        content = {}
-    if not isinstance(content, dict):
-        raise UsageError(f"config file {path} must be a mapping of flag: value, got a {type(content).__name__}")
+    content = read_mapping(path, "config file", "flag: value",
+                           missing_hint="check the path (includes are relative to the including file)")
     includes = _include_names(shown, content.pop(INCLUDE_KEY, []))
     if check is not None:
         content = check(shown, content)
@@ -62,15 +55,6 @@ def load_yaml_config(path, _including=(), check=None):
     for include in includes:
         merged = deep_merge(merged, load_yaml_config(path.parent / include, (*_including, path), check))
     return deep_merge(merged, content)
-
-
-def yaml_error_where(err):
-    """'line 3, column 7: expected ...': where the parser stopped and why, on one line."""
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    context = getattr(err, "context", None)
-    what = f"{problem} ({context})" if context else problem
-    return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark is not None else what
 
 
 def _include_names(shown, includes):

@@ -5,8 +5,7 @@ from pathlib import Path
 
 from constants import NO_TASK
 from t5kit.config import checks
-from t5kit.config.arguments import check_choices, check_positive
-from t5kit.config.finetune_arguments import LABEL_SCORING_CHOICES
+from t5kit.config.arguments import ModelSourceArguments, TaskInputArguments, check_choices, check_positive
 from t5kit.errors import UsageError
 
 INPUT_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".tsv")
@@ -14,11 +13,12 @@ OUTPUT_SUFFIXES = (".jsonl", ".tsv")
 
 
 @dataclass
-class PredictArguments:
-    model_name_or_path: str = field(default=None, metadata={
-        "help": "Required. A T5 model folder (a run's output folder: its model card names the task) or hub name."})
-    tokenizer_name_or_path: str = field(default=None, metadata={
-        "help": "The tokenizer, if not the one saved with the model (the default)."})
+class PredictArguments(TaskInputArguments, ModelSourceArguments):
+    """The input and output files, the task and generation; the model and tokenizer flags come from
+    ModelSourceArguments and --max_source_length, --label_scoring and --max_predict_samples from TaskInputArguments,
+    as fine-tuning's do.
+    --model_name_or_path is required here."""
+
     input_file: str = field(default=None, metadata={
         "help": "Required. Examples to predict: .txt (one a line), .jsonl/.json/.csv/.tsv (a row each; the task's "
                 "columns, or --text_column), or a task's official file (e.g. glue/RTE/dev.tsv with --task rte)."})
@@ -34,21 +34,13 @@ class PredictArguments:
     text_column: str = field(default=None, metadata={
         "help": "The column holding the input text in a jsonl/csv/tsv file: needed without a task, or to feed "
                 "another column to a task with one text column (sst2's sentence)."})
-    label_scoring: str = field(default="generate", metadata={
-        "help": "generate (decode; greedy or --num_beams) or rank (a classification task's label words scored by "
-                "log-likelihood, the likeliest wins; never an invalid prediction).",
-        "choices": LABEL_SCORING_CHOICES})
     num_beams: int = field(default=1, metadata={"help": "Beams for generation; 1 is greedy decoding."})
     max_new_tokens: int = field(default=None, metadata={
         "help": "Generated tokens at most (EOS included). Unset: the task's longest label word or score, the "
                 "model card's --max_target_length for generation tasks, else 128."})
-    max_source_length: int = field(default=None, metadata={
-        "help": "Input tokens per example (EOS included); longer inputs are cut and counted. Unset: the model card's "
-                "(its training length), else 512."})
     batch_size: int = field(default=32, metadata={
         "help": "Examples per batch. Batches hold inputs of similar length (sorted longest first), each padded to "
                 "its own longest."})
-    max_predict_samples: int = field(default=None, metadata={"help": "Predict only the first N examples (debug)."})
     use_cpu: bool = field(default=False, metadata={"help": "Stay on the CPU even where a GPU is visible."})
     bf16: bool = field(default=None, metadata={
         "help": "bf16 autocast. Unset: on where the hardware computes bf16 (a GPU of Ampere or newer, a CPU with "
@@ -60,14 +52,12 @@ class PredictArguments:
         for flag in ("model_name_or_path", "input_file", "output_file"):
             if not getattr(self, flag):
                 raise UsageError(f"--{flag} is required; see --help")
-        if self.tokenizer_name_or_path is None:
-            self.tokenizer_name_or_path = self.model_name_or_path
+        ModelSourceArguments.__post_init__(self)
+        TaskInputArguments.__post_init__(self)
         check_input_file(Path(self.input_file))
         check_output_file(Path(self.output_file), self.overwrite)
-        for flag in ("num_beams", "max_new_tokens", "batch_size", "max_predict_samples"):
+        for flag in ("num_beams", "max_new_tokens", "batch_size"):
             check_positive(flag, getattr(self, flag))
-        if self.max_source_length is not None and self.max_source_length < 2:
-            raise UsageError(f"--max_source_length={self.max_source_length} leaves no room for text and EOS; use >= 2")
         if self.label_scoring == "rank" and self.num_beams > 1:
             raise UsageError("--num_beams applies to generation; --label_scoring rank scores every label word")
         self.bf16 = checks.inference_precision(self.bf16, self.use_cpu)

@@ -10,6 +10,7 @@ import yaml
 
 import constants
 from t5kit.config.arguments import check_choices, check_data_files, check_positive
+from t5kit.config.mapping_file import yaml_error_where
 from t5kit.errors import UsageError, did_you_mean
 
 SAMPLE_BY_CHOICES = ("paragraph", "line", "document")
@@ -93,12 +94,7 @@ class SpanCorruptionArguments:
         "help": "Mean length of a corrupted span, >= 1 (T5 paper: 3)."})
 
     def __post_init__(self):
-        if not 0.0 < self.noise_density < 1.0:
-            raise UsageError(f"--noise_density={self.noise_density} must be in (0, 1); the T5 paper uses 0.15")
-        if self.mean_noise_span_length < 1.0:
-            raise UsageError(f"--mean_noise_span_length={self.mean_noise_span_length} must be >= 1; T5 uses 3")
-        if self.input_length < 8:
-            raise UsageError(f"--input_length={self.input_length} is too short for span corruption; use >= 8")
+        constants.check_span_settings(self.noise_density, self.mean_noise_span_length, self.input_length)
 
 
 DENOISER_KEYS = ("paradigm", "mean_noise_span_length", "noise_density", "proportion", "mode_token")
@@ -142,7 +138,7 @@ def parse_denoisers_text(text):
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise UsageError(f"--denoisers is not valid YAML: {str(err).splitlines()[0]}") from None
+        raise UsageError(f"--denoisers is not valid YAML: {yaml_error_where(err)}") from None
 
 
 def check_denoisers(denoisers, objective):
@@ -173,9 +169,6 @@ def check_denoiser(where, item):
                          f"{did_you_mean(paradigm, constants.UL2_PARADIGMS)} (R, X: span corruption; S: prefix-LM)")
     density = number_setting(where, item, "noise_density")
     prefix_lm = paradigm == "S"
-    if not 0 < density < 1 or (prefix_lm and density > 0.5):
-        bound = "(0, 0.5] for S (T5's random_prefix_noise_mask)" if prefix_lm else "(0, 1)"
-        raise UsageError(f"{where}: noise_density={density} must be in {bound}")
     span = None
     if prefix_lm:
         if item.get("mean_noise_span_length") is not None:
@@ -183,8 +176,7 @@ def check_denoiser(where, item):
                              "window); drop it")
     else:
         span = number_setting(where, item, "mean_noise_span_length")
-        if span < 1:
-            raise UsageError(f"{where}: mean_noise_span_length={span} must be >= 1 (tokens)")
+    constants.check_span_settings(density, span, denoiser=where, prefix_lm=prefix_lm)
     proportion = number_setting(where, item, "proportion")
     if not 0 < proportion <= 1:
         raise UsageError(f"{where}: proportion={proportion} must be in (0, 1]")

@@ -34,6 +34,7 @@ import constants
 from data_collator import (
     _GOLDEN,
     LABEL_PAD_ID,
+    check_kept_spans,
     corrupt_spans,
     count_noise,
     keyed_gap_picks,
@@ -75,24 +76,20 @@ def describe(denoiser):
 
 def mixture_lengths(input_length, denoisers):
     """(tokens_length, target_length): the longest window whose inputs fit `input_length` under every denoiser, and
-    the longest targets any denoiser gives it. Refuses a mixture no window fits, or one with a span denoiser that
-    needs more kept spans than the window keeps tokens (T5's _random_segmentation needs one item per segment)."""
+    the longest targets any denoiser gives it. Refuses an input length span corruption does not take
+    (constants.check_span_settings), or a span denoiser that needs more kept spans than the window keeps tokens
+    (data_collator.check_kept_spans)."""
     def fits(length):
         return all(denoiser_lengths(length, d)[0] <= input_length for d in denoisers)
 
-    if not fits(2):
-        raise UsageError(f"--input_length={input_length} is too short for the denoisers' inputs (paradigm token, "
-                         "a kept token, a sentinel and EOS); raise it")
+    # At the shortest input length a window of 2 ids fits every denoiser (at most 4 inputs with a paradigm token).
+    constants.check_span_settings(input_length=input_length)
     length = 2
     while length < MAX_WINDOW_FACTOR * input_length and fits(length + 1):
         length += 1
     for denoiser in denoisers:
         if denoiser["paradigm"] != PREFIX_LM:
-            noise, spans = count_noise(length, denoiser["noise_density"], denoiser["mean_noise_span_length"])
-            if length - noise < spans:
-                raise UsageError(f"--denoisers {describe(denoiser)} needs {spans} kept spans in windows of {length} "
-                                 f"ids but leaves {length - noise} kept tokens; lower its noise_density or raise "
-                                 "its mean_noise_span_length")
+            check_kept_spans(length, denoiser["noise_density"], denoiser["mean_noise_span_length"], describe(denoiser))
     return length, max(denoiser_lengths(length, d)[1] for d in denoisers)
 
 

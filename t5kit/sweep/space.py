@@ -27,8 +27,8 @@ from statistics import NormalDist
 from typing import Any, Callable
 
 import optuna
-import yaml
 
+from t5kit.config.mapping_file import read_mapping
 from t5kit.errors import UsageError, did_you_mean
 
 METHODS = ("grid", "random", "bayes")
@@ -96,14 +96,7 @@ def program_metric_name(name):
 def load_sweep(path, name=None):
     """Reads and validates a W&B sweep YAML into a Sweep; every problem is one UsageError naming the file."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"sweep file {path} not found")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        refuse(path, f"not valid YAML: {str(err).splitlines()[0]}")
-    if not isinstance(raw, dict):
-        refuse(path, "a sweep YAML is a mapping with program, method, metric and parameters")
+    raw = read_mapping(path, "sweep file", "program, method, metric and parameters")
     check_keys(path, "the sweep", raw, TOP_LEVEL_KEYS)
     for key in ("program", "method", "parameters"):
         if key not in raw:
