@@ -13,7 +13,10 @@ One run, all offline (../shared/data beside the repository):
    output folder are set here), saving a checkpoint at each of --curve_steps.
 4. Fine-tuning: fine_tune_t5.py with --finetune_config on each task of --tasks and each seed of --seeds, from the
    pre-trained model and from random init of the same shape (--model_size of the pre-training config and the same
-   tokenizer), with the same steps, learning rate and seeds; for the curve, SST-2 also from each checkpoint.
+   tokenizer), with the same steps, learning rate and seeds; for the curve, SST-2 also from each checkpoint. Where
+   the pre-training config starts from word vectors (--init_embeddings word_vectors), a third arm fine-tunes the
+   pre-trained model's own starting point: the same word vectors and seed, no span-corruption step (one step at
+   learning rate 0, which leaves every weight as built), so the report says what span corruption adds to them.
 5. Report: per task the dev metric of both arms (mean +- sample std over seeds) and the difference; the pre-training
    figures (content accuracy, losses, tokens seen, minutes); quality.json and accuracy_vs_pretraining.png in
    --work_dir. Every step runs the entry script as a command, as a user would.
@@ -138,6 +141,14 @@ def pretrain_setting(args, key):
     return given[-1] if given else read_config_value(args.pretrain_config, key)
 
 
+def word_vectors_only_command(args, work, tokenizer):
+    """The pre-training command stopped before its first update: one step at learning rate 0 saves the model as
+    built (the word-vector embeddings and the seed's random init of everything else), with no checkpoints. The
+    flags given last win, so these override --pretrain_overrides too."""
+    return [*pretrain_command(args, work, tokenizer), "--output_dir", str(work / "word_vectors_only"), "--max_steps", "1",
+            "--learning_rate", "0", "--warmup_steps", "0", "--eval_strategy", "no", "--save_strategy", "no"]
+
+
 def finetune(args, work, task, seed, arm, model_args):
     """One fine-tuning run; returns its dev metric (from metrics.json), reusing a finished run under --reuse."""
     out = work / "finetune" / f"{task}_{arm}_seed{seed}"
@@ -151,6 +162,19 @@ def finetune(args, work, task, seed, arm, model_args):
         for checkpoint in out.glob("checkpoint-*"):  # the bench keeps metrics, not checkpoints
             shutil.rmtree(checkpoint)
     return json.loads(metrics_file.read_text())[TASK_METRICS[task]]
+
+
+def report_line(task, scores, num_seeds):
+    """Each arm's mean +- std, the pre-trained arm's gain over random init and, with the third arm, over the word
+    vectors alone (what span corruption added), and the per-seed figures."""
+    (p_mean, p_std), (r_mean, r_std) = mean_std(scores["pretrained"]), mean_std(scores["random_init"])
+    line = (f"{task} ({TASK_METRICS[task].removeprefix('eval_')}, {num_seeds} seeds): pre-trained "
+            f"{p_mean:.1f} +- {p_std:.1f} vs random init {r_mean:.1f} +- {r_std:.1f} -> {p_mean - r_mean:+.1f}")
+    if "word_vectors_only" in scores:
+        w_mean, w_std = mean_std(scores["word_vectors_only"])
+        line += f"; word vectors alone {w_mean:.1f} +- {w_std:.1f} -> span corruption adds {p_mean - w_mean:+.1f}"
+    per_seed = zip(*(scores[arm] for arm in scores))
+    return line + f" (per seed, {'/'.join(scores)}: {', '.join('/'.join(f'{v:.1f}' for v in s) for s in per_seed)})"
 
 
 def mean_std(values):
@@ -226,12 +250,13 @@ def main(argv=None):
     config_overrides = pretrain_setting(args, "config_overrides")
     if config_overrides:
         random_init += ["--config_overrides", config_overrides]
-    results = {}
-    for task in args.tasks:
-        results[task] = {
-            "pretrained": [finetune(args, work, task, s, "pretrained", ["--model_name_or_path", str(pretrain_dir)])
-                           for s in args.seeds],
-            "random_init": [finetune(args, work, task, s, "random_init", random_init) for s in args.seeds]}
+    arms = {"pretrained": ["--model_name_or_path", str(pretrain_dir)], "random_init": random_init}
+    if pretrain_setting(args, "init_embeddings") == "word_vectors":
+        if not (args.reuse and (work / "word_vectors_only" / "model.safetensors").is_file()):
+            run(word_vectors_only_command(args, work, tokenizer), work / "logs" / "word_vectors_only.log")
+        arms["word_vectors_only"] = ["--model_name_or_path", str(work / "word_vectors_only")]
+    results = {task: {arm: [finetune(args, work, task, s, arm, model_args) for s in args.seeds]
+                      for arm, model_args in arms.items()} for task in args.tasks}
     curve = {0: results.get("sst2", {}).get("random_init", []), max_steps: results.get("sst2", {}).get("pretrained")}
     if "sst2" in args.tasks:
         for step in curve_steps:
@@ -252,11 +277,8 @@ def main(argv=None):
           f"tokens seen, {pretraining['minutes']:.1f} min (2 cores); eval loss {pretraining['eval_loss']:.3f}, "
           f"content accuracy {100 * pretraining['eval_content_accuracy']:.1f} %, content loss "
           f"{pretraining['eval_content_loss']:.3f}, token accuracy {100 * pretraining['eval_token_accuracy']:.1f} %")
-    for task, arms in results.items():
-        (p_mean, p_std), (r_mean, r_std) = mean_std(arms["pretrained"]), mean_std(arms["random_init"])
-        print(f"{task} ({TASK_METRICS[task].removeprefix('eval_')}, {len(args.seeds)} seeds): pre-trained "
-              f"{p_mean:.1f} +- {p_std:.1f} vs random init {r_mean:.1f} +- {r_std:.1f} -> {p_mean - r_mean:+.1f} "
-              f"(per seed: {', '.join(f'{p:.1f}/{r:.1f}' for p, r in zip(arms['pretrained'], arms['random_init']))})")
+    for task, scores in results.items():
+        print(report_line(task, scores, len(args.seeds)))
     if len(curve) > 2:
         print("SST-2 accuracy by pre-training steps: " + ", ".join(
             f"{step}: {mean_std(v)[0]:.1f}" for step, v in sorted(curve.items()) if v))

@@ -5,7 +5,9 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
+import torch
 from absl.testing import absltest, parameterized
+from safetensors.torch import load_file
 
 from bench import quality
 from tests.helpers import require
@@ -67,6 +69,45 @@ class TaskAdaptiveCorpusTest(parameterized.TestCase):
             self.assertIn("train_tokenizer.py", commands[0])
             self.assertEqual(commands[0][commands[0].index("--train_files") + 1], str(work / "corpus" / "train.txt"))
             self.assertEqual(write_texts.call_count, 3 if task_adaptive else 0)  # sst2, rte, cola by default
+
+
+class WordVectorsArmTest(parameterized.TestCase):
+    """The third arm: the pre-trained model's starting point (its word vectors, its seed) with no span-corruption
+    update, so the report can say what span corruption adds."""
+
+    def test_one_step_at_learning_rate_zero_leaves_the_built_model_unchanged(self):
+        book = require("gutenberg/austen-persuasion.txt").read_text(encoding="utf-8")
+        config = Path(tempfile.mkdtemp()) / "pretrain.yaml"
+        config.write_text("model_size: t5-tiny\ninit_embeddings: word_vectors\ninput_length: 64\n"
+                          "per_device_train_batch_size: 4\nmax_steps: 5\nlearning_rate: 0.01\nuse_cpu: true\n"
+                          "report_to: none\nseed: 42\n")
+        models = {}
+        for init in ("word_vectors", "random"):
+            work = Path(tempfile.mkdtemp())
+            (work / "corpus").mkdir()
+            (work / "corpus" / "train.txt").write_text(book[:200_000], encoding="utf-8")
+            (work / "corpus" / "validation.txt").write_text(book[200_000:230_000], encoding="utf-8")
+            args = argparse.Namespace(pretrain_config=str(config), task_adaptive=False, tasks=["sst2"],
+                                      pretrain_overrides=["--max_steps", "3", "--init_embeddings", init])
+            command = quality.word_vectors_only_command(args, work, require("t5_spiece"))
+            self.assertEqual(command[len(command) - 1 - command[::-1].index("--max_steps") + 1], "1")  # ours win
+            quality.run(command, work / "word_vectors_only.log")
+            models[init] = load_file(work / "word_vectors_only" / "model.safetensors")
+        embeddings = [name for name in models["random"] if "shared" in name or "embed_tokens" in name]
+        self.assertNotEmpty(embeddings)
+        for name in embeddings:  # the word vectors are in
+            self.assertFalse(torch.equal(models["word_vectors"][name], models["random"][name]), name)
+        others = [name for name in models["random"] if name not in embeddings and "lm_head" not in name]
+        self.assertNotEmpty(others)
+        for name in others:  # everything else is the seed's random init, untouched by the step at learning rate 0
+            torch.testing.assert_close(models["word_vectors"][name], models["random"][name], rtol=0, atol=0)
+
+    def test_the_report_says_what_span_corruption_adds(self):
+        line = quality.report_line("sst2", {"pretrained": [74.0, 73.0], "random_init": [65.0, 66.0],
+                                            "word_vectors_only": [74.5, 73.5]}, 2)
+        self.assertIn("pre-trained 73.5 +- 0.7 vs random init 65.5 +- 0.7 -> +8.0", line)
+        self.assertIn("word vectors alone 74.0 +- 0.7 -> span corruption adds -0.5", line)
+        self.assertIn("74.0/65.0/74.5, 73.0/66.0/73.5", line)
 
 
 if __name__ == "__main__":
