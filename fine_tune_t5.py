@@ -27,7 +27,7 @@ from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora
 from t5kit.optim import param_groups
 from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
-from t5kit.outputs.atomic_files import write_json
+from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
 from t5kit.train import callbacks, resume, seams, task_setup
@@ -126,8 +126,9 @@ def main(argv=None):
             model_card.write_model_card(training_args.output_dir, model_card.finetuning_card(
                 run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"]))
         if training_args.merge_adapters:  # after the card and outputs: merging changes the model
-            lora.save_merged_model(trainer.model, tokenizer,
-                                   f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
+            merged = lora.save_merged_model(trainer.model, tokenizer,
+                                            f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
+            give_weights_default_modes(merged)  # as readable as the rest of the folder (safetensors writes 0600)
         if training_args.push_to_hub:
             hub_upload.push_run_folder(training_args, f"End of training (fine_tune_t5.py, step "
                                                       f"{trainer.state.global_step})")
