@@ -26,7 +26,7 @@ from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora
 from t5kit.optim import param_groups
-from t5kit.outputs import hub_upload, model_card, run_folder, run_log, run_logging, run_record
+from t5kit.outputs import hub_upload, model_card, run_folder, run_lock, run_log, run_logging, run_record
 from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 MIXED_PRECISION_PAD_MULTIPLE = 8  # tensor cores want dimensions in multiples of 8 under bf16/fp16
 
 
+@run_lock.released_at_end  # a refused or finished run leaves no lock file
 def main(argv=None):
     # 1. Flags, the tasks and the splits they need, and the metric that picks the best model: all settled before
     # any model or data is loaded. The run record is taken then, and no flag changes after it.
@@ -59,7 +60,9 @@ def main(argv=None):
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
                     "the average over splits" if best_metric == AVERAGE_KEY else "the task's metric_to_optimize")
 
-    # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time.
+    # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time. The folder's lock
+    # comes first: nothing in it is read or replaced while another run writes it (outputs/run_lock.py).
+    run_lock.hold(training_args)
     checkpoint = resume.prepare_output_dir(training_args)
 
     # 4. Seed, before the model is built so that it controls a random initialisation.
