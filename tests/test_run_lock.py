@@ -2,6 +2,7 @@
 overwriting it) is refused with one line naming the holder, exit code 2, every file left byte for byte; a
 SIGKILLed holder's folder is usable at once; under torchrun every rank refuses, without a hang."""
 import contextlib
+import errno
 import io
 import json
 import os
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 from absl.testing import absltest, parameterized
 
@@ -141,6 +143,16 @@ class LockTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, "later input"):
             refused()
         self.assertEqual([p.name for p in self.dir.iterdir()], ["kept.txt"])
+
+    def test_a_file_system_that_cannot_lock_gets_a_warning_and_no_lock(self):
+        out = self.dir / "run"
+        no_locks = OSError(errno.ENOLCK, "No locks available")
+        with mock.patch.object(run_lock.fcntl, "flock", side_effect=no_locks), \
+                self.assertLogs("t5kit.outputs.run_lock", "WARNING") as logs:
+            self.assertIsNone(run_lock.take(out))
+        self.assertIn(f"--output_dir {out}: the file system cannot lock .lock (No locks available), so nothing stops a "
+                      "second run", logs.output[0])
+        self.assertEqual(run_lock._held, [])
 
     def test_a_second_take_in_this_process_is_refused_too(self):
         lock = run_lock.take(self.dir)

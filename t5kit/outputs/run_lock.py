@@ -74,11 +74,11 @@ def take(output_dir):
     Raises UsageError naming the holder where another process has it; nothing is written then."""
     folder = Path(output_dir)
     check_folder_path(folder)
-    made = [path for path in itertools.takewhile(lambda p: not p.exists(), (folder, *folder.parents))]
-    with creating_output_dir(folder):
-        folder.mkdir(parents=True, exist_ok=True)
+    made = list(itertools.takewhile(lambda p: not p.exists(), (folder, *folder.parents)))  # deepest first
     path = folder / LOCK_FILE
     try:
+        with creating_output_dir(folder):
+            folder.mkdir(parents=True, exist_ok=True)
         fd = lock_file(path)
     except BaseException:
         remove_empty_folders(made)
