@@ -26,8 +26,9 @@ from t5kit.data import task_data
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora
 from t5kit.optim import param_groups
-from t5kit.outputs import finetuning_card, hub_upload, model_card, run_folder, run_log, run_logging, run_record
-from t5kit.outputs.atomic_files import write_json
+from t5kit.outputs import (finetuning_card, hub_upload, model_card, run_folder, run_lock, run_log, run_logging,
+                           run_record)
+from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
 from t5kit.train import callbacks, resume, seams, task_setup
@@ -37,6 +38,7 @@ logger = logging.getLogger(__name__)
 MIXED_PRECISION_PAD_MULTIPLE = 8  # tensor cores want dimensions in multiples of 8 under bf16/fp16
 
 
+@run_lock.released_at_end  # a refused or finished run leaves no lock file
 def main(argv=None):
     # 1. Flags, the tasks and the splits they need, and the metric that picks the best model: all settled before
     # any model or data is loaded. The run record is taken then, and no flag changes after it.
@@ -59,7 +61,9 @@ def main(argv=None):
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
                     "the average over splits" if best_metric == AVERAGE_KEY else "the task's metric_to_optimize")
 
-    # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time.
+    # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time. The folder's lock
+    # comes first: nothing in it is read or replaced while another run writes it (outputs/run_lock.py).
+    run_lock.hold(training_args)
     checkpoint = resume.prepare_output_dir(training_args)
 
     # 4. Seed, before the model is built so that it controls a random initialisation.
@@ -126,8 +130,9 @@ def main(argv=None):
             model_card.write_model_card(training_args.output_dir, finetuning_card.build_card(
                 run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"]))
         if training_args.merge_adapters:  # after the card and outputs: merging changes the model
-            lora.save_merged_model(trainer.model, tokenizer,
-                                   f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
+            merged = lora.save_merged_model(trainer.model, tokenizer,
+                                            f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
+            give_weights_default_modes(merged)  # as readable as the rest of the folder (safetensors writes 0600)
         if training_args.push_to_hub:
             hub_upload.push_run_folder(training_args, f"End of training (fine_tune_t5.py, step "
                                                       f"{trainer.state.global_step})")

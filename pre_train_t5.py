@@ -18,7 +18,8 @@ from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus, ul2
 from t5kit.model import building, word_vectors
 from t5kit.optim import param_groups
-from t5kit.outputs import hub_upload, model_card, pretraining_card, run_folder, run_log, run_logging, run_record
+from t5kit.outputs import (hub_upload, model_card, pretraining_card, run_folder, run_lock, run_log, run_logging,
+                           run_record)
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.train import callbacks, resume, seams, stream_resume
@@ -33,6 +34,7 @@ from t5kit.train.pretrain_trainer import (
 logger = logging.getLogger(__name__)
 
 
+@run_lock.released_at_end  # a refused or finished run leaves no lock file
 def main(argv=None):
     # 1. Flags: YAML configs, then command-line overrides, validated before anything is loaded; the run record is
     # taken from the validated dataclasses, and no flag changes after it.
@@ -55,7 +57,9 @@ def main(argv=None):
     seams.warn_on_untested_versions()
     hub_upload.warn_if_no_token(training_args)
 
-    # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time.
+    # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time. The folder's lock
+    # comes first: nothing in it is read or replaced while another run writes it (outputs/run_lock.py).
+    run_lock.hold(training_args)
     checkpoint = resume.prepare_output_dir(training_args)
 
     # 4. Seed, before the model is built so that it controls the initialisation.

@@ -13,6 +13,7 @@ from unittest import mock
 from absl.testing import absltest, parameterized
 
 from t5kit import cli
+from t5kit.outputs import run_lock
 from tests.helpers import REPO, entry_main, predict_flags, require, save_tiny_t5, snapshot, tiny_flags, tiny_run_flags
 
 
@@ -35,6 +36,16 @@ def predict(work, input_text="a line\n", input_name="in.txt", **overrides):
     refusals that come before the model is loaded."""
     return predict_flags(str(work / "model"), write(work / input_name, input_text), str(work / "out.jsonl"),
                          **overrides)
+
+
+HELD = []  # run folder locks the cases hold as another run would; released after each case
+
+
+def held_by_another_run(folder, argv):
+    """Takes the lock of `folder` as a running run holds it (the same call as step 3, from this process through its
+    own open file, which flock tells apart), then returns `argv`."""
+    HELD.append(run_lock.take(folder))
+    return argv
 
 
 BERT_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1,
@@ -94,6 +105,10 @@ CASES = {
     "negative_learning_rate": ("pre_train_t5", lambda w: pretrain(w, learning_rate=-1),
                                "--learning_rate=-1.0 must be >= 0"),
     "max_steps_zero": ("pre_train_t5", lambda w: pretrain(w, max_steps=0), "--max_steps=0: pass a number"),
+    "save_steps_zero": ("pre_train_t5", lambda w: pretrain(w, save_strategy="steps", save_steps=0),
+                        "--save_steps=0 with --save_strategy steps is no interval; pass a number of steps >= 1"),
+    "eval_steps_negative": ("fine_tune_t5", lambda w: finetune(w, eval_strategy="steps", eval_steps=-2),
+                            "--eval_steps=-2 with --eval_strategy steps is no interval"),
     "no_epochs": ("pre_train_t5", lambda w: pretrain(w, max_steps=-1, num_train_epochs=0),
                   "--num_train_epochs=0.0 trains nothing"),
     "max_eval_samples_zero": ("pre_train_t5", lambda w: pretrain(w, max_eval_samples=0),
@@ -205,6 +220,9 @@ CASES = {
     "output_dir_under_a_file": ("pre_train_t5", lambda w: tiny_run_flags(
         str(Path(write(w / "notes.txt", "a file\n")) / "out"), str(require("gutenberg/austen-persuasion.txt"))),
         "notes.txt is a file; pass a folder path"),
+    "output_dir_held_by_another_run": ("pre_train_t5", lambda w: held_by_another_run(
+        w / "out", pretrain(w, resume_from_checkpoint="auto")),
+        "--output_dir {work}/out is in use by another run (host "),
     # checkpoints
     "predict_output_exists": ("predict_t5", lambda w: [write(w / "out.jsonl", "{}\n"), *predict(w)][1:],
                               "--output_file {work}/out.jsonl exists; pass --overwrite true to replace it"),
@@ -257,6 +275,7 @@ class BadInputTest(parameterized.TestCase):
     @parameterized.named_parameters(*[(name, *case) for name, case in CASES.items()])
     def test_one_error_line_exit_2_nothing_touched(self, entry, build_argv, message, env=None):
         work = Path(self.create_tempdir().full_path)
+        self.addCleanup(lambda: [run_lock.release(HELD.pop()) for _ in list(HELD)])
         argv = build_argv(work)
         before = snapshot(work)
         stderr = io.StringIO()

@@ -11,6 +11,10 @@ from t5kit.errors import UsageError, did_you_mean
 logger = logging.getLogger(__name__)
 
 ADAMW_OPTIMS = ("adamw_torch_fused", "adamw_torch")  # Trainer's torch.optim.AdamW: what --adamw_rms_scaling replaces
+# Each interval flag and the strategy that reads it: with strategy 'steps', HF takes 0 as "unset" (a save only at
+# the end, an evaluation every --logging_steps) and a negative number as never.
+STEP_INTERVALS = (("save_steps", "save_strategy"), ("eval_steps", "eval_strategy"),
+                  ("logging_steps", "logging_strategy"))
 
 
 def check_report_to(report_to):
@@ -40,6 +44,17 @@ def check_training_numbers(args):
     if args.trains() and args.max_steps == -1 and not args.num_train_epochs > 0:
         raise UsageError(f"--num_train_epochs={args.num_train_epochs} trains nothing; pass a number of epochs > 0 "
                          "or --max_steps N")
+    check_step_intervals(args)
+
+
+def check_step_intervals(args):
+    """Refuses --save_steps, --eval_steps or --logging_steps <= 0 where its strategy is 'steps' (eval_steps unset
+    follows --logging_steps, as in HF)."""
+    for flag, strategy_flag in STEP_INTERVALS:
+        value, strategy = getattr(args, flag), getattr(args, strategy_flag)
+        if getattr(strategy, "value", strategy) == "steps" and value is not None and value <= 0:
+            raise UsageError(f"--{flag}={value:g} with --{strategy_flag} steps is no interval; pass a number of "
+                             f"steps >= 1 (or a fraction of the run's steps in (0, 1)), or --{strategy_flag} no")
 
 
 def check_adamw_rms_scaling(args):

@@ -18,19 +18,32 @@ RUN_LOG_FILE = "out.log"  # everything the run logged (run_log.py)
 MODEL_CARD_FILE = "README.md"  # the model card (model_card.py), the name the hub shows
 ADAPTER_CONFIG_FILE = "adapter_config.json"  # peft's, beside adapter_model.safetensors (--peft lora)
 MERGED_MODEL_DIR = "merged"  # --merge_adapters: the base model with the adapters merged in (model/lora.py)
+# The running run's lock (run_lock.py): not part of the run, so it never makes a folder "not empty", and whatever
+# clears a folder for --overwrite_output_dir must leave it in place.
+LOCK_FILE = ".lock"
 
 
 def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
     """Refuses a non-empty output folder unless the user asked to resume or to overwrite."""
     path = Path(output_dir)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"--output_dir {path} is a file; pass a folder path")
-    check_can_create(path)
+    check_folder_path(path)
     resuming = asks_to_resume(resume_from_checkpoint)
-    if not path.is_dir() or not any(path.iterdir()) or overwrite_output_dir or resuming:
+    if not path.is_dir() or not holds_a_run(path) or overwrite_output_dir or resuming:
         return
     raise UsageError(f"--output_dir {path} is not empty; pass --overwrite_output_dir to write into it, "
                      "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
+
+
+def check_folder_path(path):
+    """--output_dir must be a folder, or a path where one can be made."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--output_dir {path} is a file; pass a folder path")
+    check_can_create(path)
+
+
+def holds_a_run(path):
+    """Whether the folder holds anything besides the lock of the run now starting."""
+    return any(entry.name != LOCK_FILE for entry in path.iterdir())
 
 
 def asks_to_resume(resume_from_checkpoint):

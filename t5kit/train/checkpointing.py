@@ -23,6 +23,7 @@ from pathlib import Path
 from transformers.trainer import TRAINER_STATE_NAME
 
 from t5kit.errors import UsageError
+from t5kit.outputs.atomic_files import give_weights_default_modes
 from t5kit.train import checkpoint_manifest
 from t5kit.train.preemption import PreemptionCallback
 
@@ -53,6 +54,13 @@ class SafeCheckpointMixin:
 
     # ---- the final model ----
     def save_model(self, output_dir=None, _internal_call=False):
+        """Saves the model (the final one, or a checkpoint's: HF's _save_checkpoint calls this too), its weights
+        readable as the umask allows: safetensors writes them 0600 through a temporary file of its own."""
+        self.write_model(output_dir, _internal_call)
+        if self.args.should_save:
+            give_weights_default_modes(output_dir or self.args.output_dir)
+
+    def write_model(self, output_dir, _internal_call):
         """The entry scripts' final save writes one model that from_pretrained reads, also under FSDP with sharded
         checkpoints (fsdp_state_dict_type SHARDED_STATE_DICT, what resume reads; HF's internal calls stay so)."""
         plugin = getattr(self.accelerator.state, "fsdp_plugin", None)
