@@ -161,3 +161,108 @@ class ParityTest(parameterized.TestCase):
         got = ctranslate2_backend.score_label_words(self.translator, self.tokenizer,
                                                     [self.tokenizer.convert_ids_to_tokens(r) for r in ids], words)
         torch.testing.assert_close(got.float(), expected, atol=1e-4, rtol=1e-5)
+
+
+def export(argv):
+    return entry_main("export_t5")(argv)
+
+
+class ExportTest(parameterized.TestCase):
+    """export_t5.py on a tiny random model: the folder, its record and probe, the card, no silent overwrite; and
+    predict_t5.py --backend ctranslate2 on it: the torch backend's rows, the fresh export used, a stale one not."""
+
+    def setUp(self):
+        super().setUp()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.addCleanup(torch.set_num_threads, threads)
+        self.dir = Path(self.create_tempdir().full_path)
+        self.model = save_tiny_t5(self.dir / "run")
+        (self.dir / "run" / "README.md").write_text("# a run\n\n## How to use\n\ntext\n")
+        self.inputs = self.dir / "in.txt"
+        self.inputs.write_text("a great movie\nThe <extra_id_0> walks in <extra_id_1> park.\nshort\n")
+
+    def predict_rows(self, backend, name, model=None, **flags):
+        return predict(predict_flags(model or self.model, str(self.inputs), str(self.dir / name), backend=backend,
+                                     max_new_tokens=6, **flags))
+
+    def test_export_folder_record_and_card(self):
+        folder = export(["--model_name_or_path", self.model])
+        self.assertEqual(folder, self.dir / "run" / "ctranslate2")
+        record = json.loads((folder / export_record.RECORD_FILE).read_text())
+        self.assertEqual(record["source_weights_sha256"], export_record.weights_sha256(self.model))
+        self.assertEqual(record["export_sha256"], export_record.export_sha256(folder))
+        self.assertEqual((record["quantization"], record["probe"]["identical"], record["probe"]["examples"]),
+                         ("float32", 8, 8))
+        self.assertTrue({"model.bin", "tokenizer.json", "README.md"} <= {p.name for p in folder.iterdir()})
+        self.assertEqual([p.name for p in (self.dir / "run").iterdir() if p.name.startswith(".")], [])
+        card = (self.dir / "run" / "README.md").read_text()
+        self.assertIn(model_card.EXPORT_HEADING, card)
+        self.assertIn("--backend ctranslate2", card)
+        self.assertTrue(card.startswith("# a run\n\n## How to use\n\ntext\n"))
+        export(["--model_name_or_path", self.model, "--overwrite", "true"])  # replaced, the section not doubled
+        self.assertEqual((self.dir / "run" / "README.md").read_text().count(model_card.EXPORT_HEADING), 1)
+
+    def test_existing_export_is_refused_without_overwrite(self):
+        export(["--model_name_or_path", self.model])
+        before = snapshot(self.dir)
+        with self.assertRaisesRegex(UsageError, "ctranslate2 exists; pass --overwrite true"):
+            export(["--model_name_or_path", self.model])
+        self.assertEqual(snapshot(self.dir), before)
+
+    def test_int8_export_reports_agreement(self):
+        folder = export(["--model_name_or_path", self.model, "--quantization", "int8", "--output_dir",
+                         str(self.dir / "int8")])
+        probe = json.loads((folder / export_record.RECORD_FILE).read_text())["probe"]
+        self.assertEqual(probe["examples"], 8)
+        self.assertBetween(probe["identical"], 0, 8)
+        self.assertLen(probe["differing"], min(5, 8 - probe["identical"]))
+
+    def test_predictions_equal_the_torch_backend_rows(self):
+        export(["--model_name_or_path", self.model])
+        torch_rows = self.predict_rows("torch", "torch.jsonl")
+        with mock.patch.object(ctranslate2_backend, "convert", wraps=ctranslate2_backend.convert) as convert:
+            ct2_rows = self.predict_rows("ctranslate2", "ct2.jsonl")
+        convert.assert_not_called()  # the run's fresh export was used
+        self.assertEqual(ct2_rows, torch_rows)
+        self.assertEqual((self.dir / "ct2.jsonl").read_text(), (self.dir / "torch.jsonl").read_text())
+        direct = self.predict_rows("ctranslate2", "direct.jsonl", model=str(self.dir / "run" / "ctranslate2"))
+        self.assertEqual(direct, torch_rows)
+
+    def test_a_stale_export_is_never_used(self):
+        export(["--model_name_or_path", self.model])
+        model = building.load_pretrained_t5(self.model)
+        with torch.no_grad():
+            model.lm_head.weight.mul_(-1.0)  # other weights: the export no longer matches them
+        model.save_pretrained(self.model)
+        self.assertIsNone(export_record.usable_export(self.model, "default"))
+        torch_rows = self.predict_rows("torch", "torch.jsonl")
+        with mock.patch.object(ctranslate2_backend, "convert", wraps=ctranslate2_backend.convert) as convert:
+            ct2_rows = self.predict_rows("ctranslate2", "ct2.jsonl")
+        convert.assert_called_once()  # converted afresh into a temporary folder
+        self.assertEqual(ct2_rows, torch_rows)
+        with self.assertRaisesRegex(UsageError, "ctranslate2 is stale: .* now holds other weights"):
+            export_record.check_export(self.dir / "run" / "ctranslate2")
+
+    def test_rank_scoring_through_the_predictor(self):
+        rows = self.dir / "pairs.jsonl"
+        rows.write_text("".join(json.dumps({"sentence": s}) + "\n" for s in ("a fine film", "dull", "so so")))
+        flags = dict(task="sst2", label_scoring="rank")
+        expected = predict(predict_flags(self.model, str(rows), str(self.dir / "t.jsonl"), **flags))
+        got = predict(predict_flags(self.model, str(rows), str(self.dir / "c.jsonl"), backend="ctranslate2",
+                                    **flags))
+        self.assertEqual(got, expected)
+        self.assertTrue({row["prediction"] for row in got} <= {"positive", "negative"})
+
+    def test_bfloat16_where_the_cpu_lacks_it_is_refused(self):
+        with mock.patch("ctranslate2.get_supported_compute_types", return_value={"float32", "int8"}), \
+                self.assertRaisesRegex(UsageError, "--quantization bfloat16: this CPU cannot compute it"):
+            export(["--model_name_or_path", self.model, "--quantization", "bfloat16"])
+        self.assertFalse((self.dir / "run" / "ctranslate2").exists())
+
+    def test_push_to_hub_uploads_the_export_when_it_exists(self):
+        from t5kit.outputs import hub_upload
+
+        self.assertNotIn("ctranslate2/*", hub_upload.upload_patterns(self.model, "end"))
+        export(["--model_name_or_path", self.model])
+        self.assertIn("ctranslate2/*", hub_upload.upload_patterns(self.model, "end"))

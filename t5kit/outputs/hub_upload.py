@@ -10,7 +10,7 @@ keeps the flag as given), and the push happens once, after the model, card and m
 token or an unreachable hub is one `error:` line (exit code 2) and the run folder stays whole.
 
 What is uploaded: the final model and tokenizer, README.md (the card), config.yaml, metrics.json and
-loss_curve.png. --hub_strategy checkpoint adds the newest checkpoint-N/ folder, all_checkpoints every one (under
+loss_curve.png, and the CTranslate2 export ctranslate2/ where export_t5.py made one. --hub_strategy checkpoint adds the newest checkpoint-N/ folder, all_checkpoints every one (under
 their own names, so `--resume_from_checkpoint auto` works on a download); end and every_save (HF's default) add
 none. out.log and eval_log.jsonl stay local (they hold paths and host names). The token comes from HF_TOKEN only
 (--hub_token is refused: it would be recorded), never from a cached `hf auth login`.
@@ -25,6 +25,7 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HTTPError
 
 from t5kit.errors import UsageError
+from t5kit.outputs.export_record import EXPORT_DIR, RECORD_FILE
 from t5kit.outputs.run_folder import CONFIG_FILE, LOSS_CURVE_FILE, METRICS_FILE, MODEL_CARD_FILE
 from t5kit.outputs.run_log import mask_secrets, secret_values
 
@@ -74,7 +75,8 @@ def checkpoint_folders(output_dir, strategy) -> list:
 
 def upload_patterns(output_dir, strategy) -> list:
     """allow_patterns for upload_folder: the run's files plus the checkpoint folders the strategy asks for."""
-    return [*MODEL_FILES, *TOKENIZER_FILES, *RUN_FILES,
+    export = [f"{EXPORT_DIR}/*"] if (Path(output_dir) / EXPORT_DIR / RECORD_FILE).is_file() else []
+    return [*MODEL_FILES, *TOKENIZER_FILES, *RUN_FILES, *export,
             *(f"{name}/*" for name in checkpoint_folders(output_dir, strategy))]
 
 
