@@ -100,9 +100,10 @@ def load_translator(folder, device="cpu", compute_type="default", threads=0):
 
 
 def predict(translator, tokenizer, input_ids, batch_size, label_words=None, max_new_tokens=None, num_beams=1,
-            keep_sentinels=False, progress=True) -> list:
+            keep_sentinels=False, progress=True, **translate_kwargs) -> list:
     """inference.predict through a Translator: one prediction per row of input_ids (lists of ids, EOS last), in
-    input order; the likeliest of label_words when given, else the decoded generation."""
+    input order; the likeliest of label_words when given, else the decoded generation (translate_kwargs go to
+    translate_batch: bench/predict.py fixes the output length with min_decoding_length)."""
     sources = [tokenizer.convert_ids_to_tokens(row) for row in input_ids]
     predictions = [None] * len(input_ids)
     with tqdm(total=len(input_ids), unit="example", disable=not progress) as bar:
@@ -111,17 +112,18 @@ def predict(translator, tokenizer, input_ids, batch_size, label_words=None, max_
             if label_words is not None:
                 texts = rank_label_words(score_label_words(translator, tokenizer, rows, label_words), label_words)
             else:
-                texts = generate(translator, tokenizer, rows, max_new_tokens, num_beams, keep_sentinels)
+                texts = generate(translator, tokenizer, rows, max_new_tokens, num_beams, keep_sentinels,
+                                 **translate_kwargs)
             for index, text in zip(batch, texts):
                 predictions[index] = text
             bar.update(len(batch))
     return predictions
 
 
-def generate(translator, tokenizer, rows, max_new_tokens, num_beams, keep_sentinels) -> list:
+def generate(translator, tokenizer, rows, max_new_tokens, num_beams, keep_sentinels, **translate_kwargs) -> list:
     """Decoded texts of one batch of token rows (greedy or beams, at most max_new_tokens tokens with EOS)."""
     results = translator.translate_batch(rows, beam_size=num_beams, max_decoding_length=max_new_tokens,
-                                         max_batch_size=len(rows))
+                                         max_batch_size=len(rows), **translate_kwargs)
     ids = [torch.tensor(tokenizer.convert_tokens_to_ids(result.hypotheses[0]), dtype=torch.long)
            for result in results]
     return decode_texts(tokenizer, ids, keep_sentinels)
