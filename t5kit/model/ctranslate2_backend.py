@@ -20,7 +20,6 @@ The converter is a seam: `ctranslate2.converters.TransformersConverter` reads th
 tests/test_ctranslate2.py calls it on a tiny model, so a transformers release it cannot read fails there.
 """
 import importlib
-import json
 from pathlib import Path
 
 import torch

@@ -1,8 +1,9 @@
 """A CTranslate2 export folder and its record: what it was made from, so that a stale export is never used.
 
-    folder = export_record.build_export(model_dir, out, "float32", check=probe)   # export_t5.py: temp, check, publish
-    export = export_record.usable_export(run_dir, "default")                      # predict_t5.py: RUN/ctranslate2 or None
+    folder = export_record.build_export(model_dir, out, "float32", check=probe)  # export_t5.py
+    export = export_record.usable_export(run_dir, "default")   # predict_t5.py: a fresh RUN/ctranslate2, else None
     export_record.check_export(export_dir, flag="--model_name_or_path")           # an export passed directly
+    translator = export_record.open_translator(model_dir, "default", threads=2)  # predict_t5.py --backend
 
 export_record.json holds the source folder, the sha256 of the source's weights (model*.safetensors, in name order)
 and of the export's model.bin, the quantization, the probe check's agreement and the versions. A run folder's
