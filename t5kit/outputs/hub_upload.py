@@ -13,7 +13,8 @@ What is uploaded: the final model and tokenizer, README.md (the card), config.ya
 loss_curve.png, and ctranslate2/ where export_t5.py put an export (a folder pushed again after exporting).
 --hub_strategy checkpoint adds the newest checkpoint-N/ folder, all_checkpoints every one (under their own names,
 so `--resume_from_checkpoint auto` works on a download); end and every_save (HF's default) add none. out.log and
-eval_log.jsonl stay local (they hold paths and host names). The token comes from HF_TOKEN only (--hub_token is refused: it would be recorded), never from a cached `hf auth login`.
+eval_log.jsonl stay local (they hold paths and host names). The token comes from HF_TOKEN only (--hub_token is
+refused: it would be recorded), never from a cached `hf auth login`.
 """
 import copy
 import logging
