@@ -84,6 +84,10 @@ class PredictArguments:
         if self.label_scoring == "rank" and self.num_beams > 1:
             raise UsageError("--num_beams applies to generation; --label_scoring rank scores every label word")
         self.bf16 = checks.inference_precision(self.bf16, self.use_cpu)
+        check_positive("threads", self.threads)
+        if self.backend == "torch" and (self.compute_type != "default" or self.threads is not None):
+            raise UsageError("--compute_type and --threads apply to --backend ctranslate2; the torch backend takes "
+                             "--bf16 and --use_cpu")
 
 
 def check_input_file(path):
