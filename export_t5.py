@@ -10,7 +10,8 @@ The check: the first --probe_examples inputs (--probe_file in the card's task fo
 sentences) are decoded greedily by the torch model in fp32 and by the export; a float32 export must give the same
 texts (a difference is logged as a warning: two near-equal logits can tie), a quantized one reports its agreement.
 Both go into export_record.json. The export is built in a temporary folder and published in one rename; an existing
-one is replaced only with --overwrite true. A run folder's card gets a section naming the export and its commands.
+one is replaced only with --overwrite true. A run folder's card gets a section naming the export and its commands;
+--push_to_hub true --hub_model_id NAME uploads the export as ctranslate2/ into that repo.
 """
 import logging
 import sys
@@ -20,7 +21,7 @@ from t5kit.config import parsing
 from t5kit.config.export_arguments import ExportArguments
 from t5kit.data import predict_inputs
 from t5kit.model import building, ctranslate2_backend, inference
-from t5kit.outputs import export_record, model_card, run_logging
+from t5kit.outputs import export_record, hub_upload, model_card, run_logging
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,10 @@ def main(argv=None):
     # 6. A run folder's own export: its card says where it is and how to call it.
     if folder == export_record.default_output_dir(args.model_name_or_path):
         model_card.add_export_section(args.model_name_or_path, folder.name, args.quantization)
+
+    # 7. --push_to_hub: the saved export uploaded as ctranslate2/ into the named repo.
+    if args.push_to_hub:
+        hub_upload.push_export_folder(folder, args.hub_model_id, args.hub_private_repo)
     return folder
 
 

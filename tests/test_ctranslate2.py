@@ -2,9 +2,11 @@
 converter seam on a tiny model, parity with the torch predictor on every GLUE dev set, the export folder and its
 record, a stale export never used."""
 import json
+import os
 import random
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -13,7 +15,7 @@ from absl.testing import absltest, parameterized
 from t5kit.data import predict_inputs, task_format
 from t5kit.errors import UsageError
 from t5kit.model import building, ctranslate2_backend, inference
-from t5kit.outputs import export_record, model_card
+from t5kit.outputs import export_record, hub_upload, model_card
 from tests.helpers import entry_main, predict, predict_flags, require, save_tiny_t5, snapshot
 
 GLUE_DEV_TASKS = ("cola", "sst2", "mrpc", "stsb", "qnli", "rte", "wnli")  # the dev sets ../shared/data holds
@@ -261,8 +263,21 @@ class ExportTest(parameterized.TestCase):
         self.assertFalse((self.dir / "run" / "ctranslate2").exists())
 
     def test_push_to_hub_uploads_the_export_when_it_exists(self):
-        from t5kit.outputs import hub_upload
-
         self.assertNotIn("ctranslate2/*", hub_upload.upload_patterns(self.model, "end"))
         export(["--model_name_or_path", self.model])
         self.assertIn("ctranslate2/*", hub_upload.upload_patterns(self.model, "end"))
+
+    def test_export_push_to_hub_uploads_the_saved_export_as_its_folder(self):
+        with mock.patch.dict(os.environ, {"HF_TOKEN": "hf_FakeTokenForTestsOnly"}), \
+                mock.patch.object(hub_upload, "HfApi") as api_class:
+            api_class.return_value.create_repo.side_effect = lambda repo_id, **_: SimpleNamespace(repo_id=repo_id)
+            folder = export(["--model_name_or_path", self.model, "--push_to_hub", "true", "--hub_model_id", "me/t5"])
+        (_, upload), = api_class.return_value.upload_folder.call_args_list
+        self.assertEqual((upload["repo_id"], upload["folder_path"], upload["path_in_repo"]),
+                         ("me/t5", str(folder), "ctranslate2"))
+        with mock.patch.dict(os.environ, {"HF_TOKEN": ""}), \
+                self.assertRaisesRegex(UsageError, "HF_TOKEN is not set, so nothing was uploaded to me/t5; the export "
+                                                   "is saved in"):
+            export(["--model_name_or_path", self.model, "--overwrite", "true", "--push_to_hub", "true",
+                    "--hub_model_id", "me/t5"])
+        self.assertTrue((folder / "model.bin").is_file())

@@ -34,6 +34,12 @@ class ExportArguments:
         "help": "How many probe inputs both the torch model and the export decode greedily: fp32 must agree on "
                 "all of them (a difference is reported); a quantized export reports its agreement."})
     max_new_tokens: int = field(default=16, metadata={"help": "Tokens each probe input generates at most."})
+    push_to_hub: bool = field(default=False, metadata={
+        "help": "Upload the export, once checked and saved, as ctranslate2/ into --hub_model_id (the token from "
+                "HF_TOKEN); a failed upload is one error line and the export stays saved."})
+    hub_model_id: str = field(default=None, metadata={
+        "help": "The hub repo the export goes to with --push_to_hub (a run's own repo: beside its model)."})
+    hub_private_repo: bool = field(default=None, metadata={"help": "Create the repo private if it does not exist."})
 
     def __post_init__(self):
         check_choices(self)
@@ -43,6 +49,8 @@ class ExportArguments:
         check_positive("max_new_tokens", self.max_new_tokens)
         if self.probe_file and not Path(self.probe_file).is_file():
             raise UsageError(f"--probe_file {self.probe_file} not found; check the path")
+        if self.push_to_hub and not self.hub_model_id:
+            raise UsageError("--push_to_hub true needs --hub_model_id NAME (the repo is named, never guessed)")
         if self.output_dir is None and not Path(self.model_name_or_path).is_dir():
             raise UsageError(f"--model_name_or_path {self.model_name_or_path} is not a local folder: name "
                              f"--output_dir for its export")
