@@ -22,8 +22,8 @@ from t5kit import cli
 from t5kit.config import parsing
 from t5kit.config.programs import PREDICT_FLAG_CLASSES
 from t5kit.data import predict_inputs
-from t5kit.model import building, inference
-from t5kit.outputs import model_card, run_logging
+from t5kit.model import building, ctranslate2_backend, inference
+from t5kit.outputs import export_record, model_card, run_logging
 from t5kit.outputs.predictions import write_predict_file
 
 logger = logging.getLogger(__name__)
@@ -46,13 +46,19 @@ def main(argv=None):
     span_filling = task_vals is None and any(map(predict_inputs.has_sentinels, inputs.texts))
 
     # 5. Tokenizer, model (a folder of another architecture, or one without a tokenizer, is refused here).
-    building.load_model_config(args.model_name_or_path)
+    #    --backend ctranslate2: a CTranslate2 Translator (a fresh export, an export folder, or converted now).
+    if args.backend == "ctranslate2":
+        model = export_record.open_translator(args.model_name_or_path, args.compute_type, args.threads, args.use_cpu)
+        device = model.device
+    else:
+        building.load_model_config(args.model_name_or_path)
     tokenizer = building.load_tokenizer(args.tokenizer_name_or_path, flag="--model_name_or_path" if
                                         args.tokenizer_name_or_path == args.model_name_or_path else
                                         "--tokenizer_name_or_path")
-    model = building.load_pretrained_t5(args.model_name_or_path)
-    device = "cuda" if torch.cuda.is_available() and not args.use_cpu else "cpu"
-    model.to(device)
+    if args.backend == "torch":
+        model = building.load_pretrained_t5(args.model_name_or_path)
+        device = "cuda" if torch.cuda.is_available() and not args.use_cpu else "cpu"
+        model.to(device)
 
     # 6. Tokenise: inputs cut to the length the model was trained with (the card's), counted.
     max_source_length = args.max_source_length or card.get("max_source_length") or constants.INPUT_LENGTH
@@ -67,13 +73,18 @@ def main(argv=None):
     logger.info("%s: %d examples, task %s, %s, batches of %d sorted by length, %s%s", args.input_file,
                 len(input_ids), task_vals["name"] if task_vals else "none (inputs as they are)",
                 "label words ranked" if label_words else f"{args.num_beams} beam(s), <= {max_new_tokens} new tokens",
-                args.batch_size, device, " bf16" if args.bf16 else "")
+                args.batch_size, device, " bf16" if args.bf16 and args.backend == "torch" else "")
 
     # 8. Predict in length-sorted batches, each padded to its own longest input.
     start = time.perf_counter()
-    predictions = inference.predict(model, tokenizer, input_ids, args.batch_size, label_words=label_words,
-                                    max_new_tokens=max_new_tokens, num_beams=args.num_beams,
-                                    keep_sentinels=span_filling, bf16=args.bf16, progress=not args.disable_tqdm)
+    if args.backend == "ctranslate2":
+        predictions = ctranslate2_backend.predict(model, tokenizer, input_ids, args.batch_size, label_words=label_words,
+                                                  max_new_tokens=max_new_tokens, num_beams=args.num_beams,
+                                                  keep_sentinels=span_filling, progress=not args.disable_tqdm)
+    else:
+        predictions = inference.predict(model, tokenizer, input_ids, args.batch_size, label_words=label_words,
+                                        max_new_tokens=max_new_tokens, num_beams=args.num_beams,
+                                        keep_sentinels=span_filling, bf16=args.bf16, progress=not args.disable_tqdm)
     seconds = time.perf_counter() - start
 
     # 9. Write one row per example, in input order.

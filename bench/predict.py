@@ -11,7 +11,14 @@ Same process, same model, same examples and the same number of generated tokens 
   with bf16, or a CPU with AVX512-BF16 or AMX (elsewhere the arm is left out);
 - bare, input order: `tokenizer(batch, padding=True)` then `model.generate(**batch)` over the examples in file
   order, batches of the same size, fp32 (what a script around generate usually does);
-- bare, length-sorted: the same loop over the examples sorted by token length (what sorting alone gives).
+- bare, length-sorted: the same loop over the examples sorted by token length (what sorting alone gives);
+- ct2 float32 / int8 / bf16: predict_t5.py --backend ctranslate2 (ctranslate2_backend.predict: the same
+  length-sorted batches through a CTranslate2 Translator, intra_threads = torch's threads) on one float32 export of
+  the same model, loaded with each compute type (bf16 only where this device computes it); float32 must give the
+  same texts, int8 and bf16 print their agreement with it.
+A generation-heavy row follows the GLUE rows: English->German on the first --translation_examples sentences of
+newstest2014 (../shared/data/translation), --translation_new_tokens new tokens each, where decoding, not the
+encoder, takes the time.
 The model is a random init of a size preset with the real T5 vocabulary (../shared/data/t5_spiece): an untrained
 model stops at arbitrary points, so each arm generates exactly --max_new_tokens tokens (min = max length), and the
 output lengths cannot decide the result. The fp32 arms' predictions are checked to be the same texts; the bf16 arm's
@@ -22,6 +29,7 @@ machine). The last line sums every task: all examples over all seconds, per arm.
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from t5kit.config.checks import cpu_has_native_bf16  # noqa: E402
 from t5kit.data import predict_inputs  # noqa: E402
 from t5kit.data.task_format import find_task  # noqa: E402
-from t5kit.model import building, inference  # noqa: E402
+from t5kit.model import building, ctranslate2_backend, inference  # noqa: E402
 
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 MAX_SOURCE_LENGTH = 512
@@ -41,6 +49,33 @@ SEED = 0
 
 
 GLUE_DEV_SETS = "cola,sst2,mrpc,stsb,qnli,rte,wnli"  # the GLUE dev sets ../shared/data holds (not MNLI, QQP)
+TRANSLATION_FILE = "translation/wmt14_en_de_newstest2014_tok/test.en"
+TRANSLATION_PREFIX = "translate English to German: "  # T5's prefix (constants.DATASET_VALS translation)
+CT2_COMPUTE_TYPES = {"ct2 float32": "float32", "ct2 int8": "int8", "ct2 bf16": "bfloat16"}
+
+
+def translation_texts(limit):
+    """The first `limit` newstest2014 English sentences with T5's English->German prefix."""
+    lines = (SHARED_DATA / TRANSLATION_FILE).read_text(encoding="utf-8").splitlines()
+    return [TRANSLATION_PREFIX + line for line in lines if line.strip()][:limit]
+
+
+def ct2_translators(model, tokenizer, device, threads):
+    """{arm: Translator}: one float32 export of the model, loaded in each compute type the device computes."""
+    supported = ctranslate2_backend.import_ctranslate2().get_supported_compute_types(device)
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(f"{folder}/model")
+        tokenizer.save_pretrained(f"{folder}/model")
+        ctranslate2_backend.convert(f"{folder}/model", f"{folder}/ct2", "float32")
+        return {arm: ctranslate2_backend.load_translator(f"{folder}/ct2", device, compute_type, threads)
+                for arm, compute_type in CT2_COMPUTE_TYPES.items() if compute_type in supported}
+
+
+def ct2_predictor(translator, tokenizer, texts, batch_size, max_new_tokens):
+    """predict_t5.py --backend ctranslate2's steps 6 and 8, every example generating exactly max_new_tokens."""
+    ids, _ = inference.tokenize_inputs(tokenizer, texts, MAX_SOURCE_LENGTH)
+    return ctranslate2_backend.predict(translator, tokenizer, ids, batch_size, max_new_tokens=max_new_tokens,
+                                       min_decoding_length=max_new_tokens, progress=False)
 
 
 def dev_texts(task_name, limit):
@@ -115,6 +150,10 @@ def main(argv=None):
                         "(3: the longest GLUE label word with EOS is 3-5 tokens)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--translation_examples", type=int, default=128,
+                        help="newstest2014 sentences of the English->German row (0: no such row)")
+    parser.add_argument("--translation_new_tokens", type=int, default=64, help="tokens each translation generates")
+    parser.add_argument("--no_ctranslate2", action="store_true", help="leave the CTranslate2 arms out")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per arm, arms taking turns; the best "
                         "counts")
     args = parser.parse_args(argv)
@@ -125,46 +164,63 @@ def main(argv=None):
     model = T5ForConditionalGeneration(building.build_t5_config(args.model_size, tokenizer, 0.0))
     model.to(args.device).eval()
     bf16 = has_bf16(args.device)
-    # Fixed output length: min_length = max_length (+1: the decoder start token counts towards both).
-    fixed = {"max_length": 1 + args.max_new_tokens, "min_length": 1 + args.max_new_tokens, "num_beams": 1}
     print(f"{args.device} ({'with' if bf16 else 'without'} bf16), {torch.get_num_threads()} threads, "
           f"{args.model_size}, batch {args.batch_size}, {args.max_new_tokens} new tokens, best of {args.repeats}")
+    translators = {} if args.no_ctranslate2 else ct2_translators(model, tokenizer, args.device,
+                                                                 torch.get_num_threads())
+    print(f"CTranslate2 arms: {', '.join(translators) or 'none'}")
     totals = {}
     for task in args.tasks.split(","):
         texts = dev_texts(task, args.max_examples)
-        ids, _ = inference.tokenize_inputs(tokenizer, texts, MAX_SOURCE_LENGTH)
-        lengths = [len(row) for row in ids]
-        input_order = list(range(len(texts)))
-        sorted_order = [i for batch in inference.length_sorted_batches(lengths, args.batch_size) for i in batch]
-        arms = {
-            "predictor": lambda: predictor(model, tokenizer, texts, args.batch_size, args.max_new_tokens, False),
-            "bare input order": lambda: bare_loop(model, tokenizer, texts, input_order, args.batch_size, fixed,
-                                                  args.device),
-            "bare length-sorted": lambda: bare_loop(model, tokenizer, texts, sorted_order, args.batch_size, fixed,
-                                                    args.device),
-        }
-        if bf16:
-            arms["predictor bf16"] = lambda: predictor(model, tokenizer, texts, args.batch_size, args.max_new_tokens,
-                                                       True)
-        # Burn-in: one batch through each code path (allocator, kernels, caches) before any clock runs.
-        first = list(range(min(args.batch_size, len(texts))))
-        bare_loop(model, tokenizer, texts, first, args.batch_size, fixed, args.device)
-        for precision in (False, True) if bf16 else (False,):
-            predictor(model, tokenizer, texts[:len(first)], args.batch_size, args.max_new_tokens, precision)
-        results = best_times(arms, args.repeats, args.device)
-        for name, (seconds, _) in results.items():
-            totals[name] = [a + b for a, b in zip(totals.get(name, [0, 0.0]), [len(texts), seconds])]
-        outputs = {name: result for name, (_, result) in results.items()}
-        same = all(outputs[name] == outputs["predictor"] for name in ("bare input order", "bare length-sorted"))
-        agreement = (f"; bf16 agrees on {mean_equal(outputs['predictor bf16'], outputs['predictor']):.0%}"
-                     if bf16 else "")
-        print(f"{task} dev ({len(texts)} examples): {rates_line(results, len(texts))}; padded input tokens "
-              f"{padded_share(lengths, input_order, args.batch_size):.0%} vs "
-              f"{padded_share(lengths, sorted_order, args.batch_size):.0%}; same fp32 predictions: {same}{agreement}",
-              flush=True)
+        bench_row(f"{task} dev", texts, model, tokenizer, translators, args.max_new_tokens, args, bf16, totals)
     examples = totals["predictor"][0]
     print(f"all {len(args.tasks.split(','))} dev sets ({examples} examples): "
           f"{rates_line({name: (seconds, None) for name, (_, seconds) in totals.items()}, examples)}")
+    if args.translation_examples:
+        texts = translation_texts(args.translation_examples)
+        bench_row(f"newstest2014 en->de, {args.translation_new_tokens} new tokens", texts, model, tokenizer,
+                  translators, args.translation_new_tokens, args, bf16, {})
+
+
+def bench_row(label, texts, model, tokenizer, translators, max_new_tokens, args, bf16, totals):
+    """Times every arm on `texts` (taking turns, best of --repeats), prints one line, adds to totals."""
+    # Fixed output length: min_length = max_length (+1: the decoder start token counts towards both).
+    fixed = {"max_length": 1 + max_new_tokens, "min_length": 1 + max_new_tokens, "num_beams": 1}
+    ids, _ = inference.tokenize_inputs(tokenizer, texts, MAX_SOURCE_LENGTH)
+    lengths = [len(row) for row in ids]
+    input_order = list(range(len(texts)))
+    sorted_order = [i for batch in inference.length_sorted_batches(lengths, args.batch_size) for i in batch]
+    arms = {
+        "predictor": lambda: predictor(model, tokenizer, texts, args.batch_size, max_new_tokens, False),
+        "bare input order": lambda: bare_loop(model, tokenizer, texts, input_order, args.batch_size, fixed,
+                                              args.device),
+        "bare length-sorted": lambda: bare_loop(model, tokenizer, texts, sorted_order, args.batch_size, fixed,
+                                                args.device),
+    }
+    if bf16:
+        arms["predictor bf16"] = lambda: predictor(model, tokenizer, texts, args.batch_size, max_new_tokens, True)
+    for arm, translator in translators.items():
+        arms[arm] = lambda translator=translator: ct2_predictor(translator, tokenizer, texts, args.batch_size,
+                                                                max_new_tokens)
+    # Burn-in: one batch through each code path (allocator, kernels, caches) before any clock runs.
+    first = list(range(min(args.batch_size, len(texts))))
+    bare_loop(model, tokenizer, texts, first, args.batch_size, fixed, args.device)
+    for precision in (False, True) if bf16 else (False,):
+        predictor(model, tokenizer, texts[:len(first)], args.batch_size, max_new_tokens, precision)
+    for translator in translators.values():
+        ct2_predictor(translator, tokenizer, texts[:len(first)], args.batch_size, max_new_tokens)
+    results = best_times(arms, args.repeats, args.device)
+    for name, (seconds, _) in results.items():
+        totals[name] = [a + b for a, b in zip(totals.get(name, [0, 0.0]), [len(texts), seconds])]
+    outputs = {name: result for name, (_, result) in results.items()}
+    same = all(outputs[name] == outputs["predictor"] for name in ("bare input order", "bare length-sorted",
+                                                                  "ct2 float32") if name in outputs)
+    agreement = "".join(f"; {name} agrees on {mean_equal(outputs[name], outputs['predictor']):.0%}"
+                        for name in outputs if name in ("predictor bf16", "ct2 int8", "ct2 bf16"))
+    print(f"{label} ({len(texts)} examples): {rates_line(results, len(texts))}; padded input tokens "
+          f"{padded_share(lengths, input_order, args.batch_size):.0%} vs "
+          f"{padded_share(lengths, sorted_order, args.batch_size):.0%}; same fp32 predictions: {same}{agreement}",
+          flush=True)
 
 
 def mean_equal(a, b) -> float:
@@ -176,8 +232,11 @@ def rates_line(results, examples) -> str:
     rate = {name: examples / seconds for name, (seconds, _) in results.items()}
     arms = " | ".join(f"{name} {value:.1f} ex/s" for name, value in rate.items())
     gains = ", ".join(f"{name} {rate[name] / rate['bare input order']:.2f}x" for name in rate
-                      if name.startswith("predictor"))
-    return f"{arms} -> vs bare input order: {gains}"
+                      if name.startswith(("predictor", "ct2")))
+    over_predictor = ", ".join(f"{name} {rate[name] / rate['predictor']:.2f}x" for name in rate
+                               if name.startswith("ct2"))
+    return f"{arms} -> vs bare input order: {gains}" + (f"; vs predictor fp32: {over_predictor}"
+                                                        if over_predictor else "")
 
 if __name__ == "__main__":
     main()

@@ -19,7 +19,7 @@ from absl.testing import parameterized
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
 REQUIRE_SHARED_DATA_ENV = "T5_REQUIRE_SHARED_DATA"
-ENTRY_SCRIPTS = ("pre_train_t5", "fine_tune_t5", "sweep", "train_tokenizer", "predict_t5")
+ENTRY_SCRIPTS = ("pre_train_t5", "fine_tune_t5", "sweep", "train_tokenizer", "predict_t5", "export_t5")
 EVAL_ROWS = 12  # fine-tuning runs evaluate this many RTE dev rows
 TEST_ROWS = 6  # and predict this many test rows
 

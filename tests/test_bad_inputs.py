@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -52,6 +53,19 @@ BERT_CONFIG = json.dumps({"model_type": "bert", "hidden_size": 32, "num_hidden_l
                           "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 100})
 T5_CONFIG = json.dumps({"model_type": "t5", "is_encoder_decoder": True, "d_model": 32, "d_ff": 64, "d_kv": 8,
                         "num_layers": 1, "num_heads": 2, "vocab_size": 32128})
+LONGT5_CONFIG = T5_CONFIG.replace('"t5"', '"longt5"')
+CPU_WITHOUT_BF16 = {"float32", "int8", "int8_float32", "int16"}  # what ctranslate2 lists on a CPU without AVX512-BF16
+
+
+def export(work, model="model", **flags):
+    return ["--model_name_or_path", str(work / model), *[f"--{k}={v}" for k, v in flags.items()]]
+
+
+def stale_export(work):
+    """A CTranslate2 folder whose model.bin is not the one its record names."""
+    write(work / "export/model.bin", "weights")
+    write(work / "export/export_record.json", json.dumps({"export_sha256": "0" * 64, "quantization": "float32"}))
+    return str(work / "export")
 
 # name -> (entry, argv builder given the work folder, expected message fragment[, environment of the run])
 CASES = {
@@ -259,6 +273,33 @@ CASES = {
                                          "requires the save and eval strategy to match, except when "
                                          "--save_strategy=\"best\", but found - Evaluation strategy: "
                                          "IntervalStrategy.NO - Save strategy: SaveStrategy.STEPS"),
+    # CTranslate2 export and backend (export_t5.py, predict_t5.py --backend ctranslate2)
+    "export_lora_unmerged": ("export_t5", lambda w: [write(w / "lora/adapter_config.json", "{}"),
+                                                     *export(w, "lora")][1:],
+                             "--model_name_or_path {work}/lora holds LoRA adapters, not a whole model; merge them "
+                             "first: fine_tune_t5.py --peft lora --merge_adapters true"),
+    "export_unsupported_family": ("export_t5", lambda w: [write(w / "model/config.json", LONGT5_CONFIG),
+                                                          *export(w)][1:],
+                                  "is a longt5 model, which CTranslate2's converter does not convert; it converts "
+                                  "t5, mt5, umt5"),
+    "export_bfloat16_without_hardware": (
+        "export_t5", lambda w: [write(w / "model/config.json", T5_CONFIG), *export(w, quantization="bfloat16")][1:],
+        "--quantization bfloat16: this CPU cannot compute it in CTranslate2; it computes float32, int16, int8, "
+        "int8_float32", None, lambda: mock.patch("ctranslate2.get_supported_compute_types",
+                                                 return_value=CPU_WITHOUT_BF16)),
+    "export_output_exists": ("export_t5", lambda w: [write(w / "model/config.json", T5_CONFIG),
+                                                     write(w / "model/ctranslate2/model.bin", "x"), *export(w)][2:],
+                             "--output_dir {work}/model/ctranslate2 exists; pass --overwrite true to replace it"),
+    "predict_export_record_mismatch": ("predict_t5", lambda w: predict(
+        w, task="sst2", backend="ctranslate2", model_name_or_path=stale_export(w)),
+        "--model_name_or_path {work}/export: its model.bin is not the one export_record.json records; re-export it"),
+    "predict_compute_type_without_hardware": ("predict_t5", lambda w: predict(
+        w, task="sst2", backend="ctranslate2", compute_type="float16"),
+        "--compute_type float16: this CPU cannot compute it in CTranslate2"),
+    "predict_ctranslate2_not_installed": (
+        "predict_t5", lambda w: predict(w, task="sst2", backend="ctranslate2"),
+        "the ctranslate2 backend needs the ctranslate2 package, which is not installed; pip install "
+        "'ctranslate2>=4.5,<5'", None, lambda: mock.patch.dict(sys.modules, {"ctranslate2": None})),
     "unset_variable_in_output_dir": ("pre_train_t5", lambda w: tiny_run_flags(
         str(w / "runs" / "${T5_TEST_UNSET_RUN_ID}"), str(require("gutenberg/austen-persuasion.txt"))),
         "names $T5_TEST_UNSET_RUN_ID, which is not set in the environment"),
@@ -273,14 +314,14 @@ def script_main(entry):
 class BadInputTest(parameterized.TestCase):
 
     @parameterized.named_parameters(*[(name, *case) for name, case in CASES.items()])
-    def test_one_error_line_exit_2_nothing_touched(self, entry, build_argv, message, env=None):
+    def test_one_error_line_exit_2_nothing_touched(self, entry, build_argv, message, env=None, patch=None):
         work = Path(self.create_tempdir().full_path)
         self.addCleanup(lambda: [run_lock.release(HELD.pop()) for _ in list(HELD)])
         argv = build_argv(work)
         before = snapshot(work)
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit_info, \
-                mock.patch.dict(os.environ, env or {}):
+                mock.patch.dict(os.environ, env or {}), (patch or contextlib.nullcontext)():
             cli.run_cli(lambda: script_main(entry)(argv))
         self.assertEqual(exit_info.exception.code, 2)
         error_lines = [line for line in stderr.getvalue().splitlines() if line.startswith("error:")]

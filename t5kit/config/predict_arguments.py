@@ -10,6 +10,9 @@ from t5kit.errors import UsageError
 
 INPUT_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".tsv")
 OUTPUT_SUFFIXES = (".jsonl", ".tsv")
+BACKENDS = ("torch", "ctranslate2")
+CT2_COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
+                     "int16", "float16", "bfloat16")
 
 
 @dataclass
@@ -46,6 +49,16 @@ class PredictArguments(TaskInputArguments, ModelSourceArguments):
         "help": "bf16 autocast. Unset: on where the hardware computes bf16 (a GPU of Ampere or newer, a CPU with "
                 "AVX512-BF16 or AMX), off elsewhere; false keeps fp32 (predictions as fine-tuning evaluated them)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
+    backend: str = field(default="torch", metadata={
+        "help": "torch (transformers' generate) or ctranslate2 (the C++ engine: a run's fresh MODEL/ctranslate2 "
+                "export, an export folder, else converted on the fly; export_t5.py). Same inputs, batches, columns.",
+        "choices": BACKENDS})
+    compute_type: str = field(default="default", metadata={
+        "help": "--backend ctranslate2: the type it computes in; default: the export's own (float32 unless "
+                "exported quantized), or int8, int8_float32, bfloat16, float16, auto (the fastest here).",
+        "choices": CT2_COMPUTE_TYPES})
+    threads: int = field(default=None, metadata={
+        "help": "--backend ctranslate2: CPU threads (unset: CTranslate2's default, the cores it sees)."})
 
     def __post_init__(self):
         check_choices(self)
@@ -61,6 +74,10 @@ class PredictArguments(TaskInputArguments, ModelSourceArguments):
         if self.label_scoring == "rank" and self.num_beams > 1:
             raise UsageError("--num_beams applies to generation; --label_scoring rank scores every label word")
         self.bf16 = checks.inference_precision(self.bf16, self.use_cpu)
+        check_positive("threads", self.threads)
+        if self.backend == "torch" and (self.compute_type != "default" or self.threads is not None):
+            raise UsageError("--compute_type and --threads apply to --backend ctranslate2; the torch backend takes "
+                             "--bf16 and --use_cpu")
 
 
 def check_input_file(path):

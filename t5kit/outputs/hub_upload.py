@@ -10,10 +10,12 @@ keeps the flag as given), and the push happens once, after the model, card and m
 token or an unreachable hub is one `error:` line (exit code 2) and the run folder stays whole.
 
 What is uploaded: the final model and tokenizer, README.md (the card), config.yaml, metrics.json and
-loss_curve.png. --hub_strategy checkpoint adds the newest checkpoint-N/ folder, all_checkpoints every one (under
-their own names, so `--resume_from_checkpoint auto` works on a download); end and every_save (HF's default) add
-none. out.log and eval_log.jsonl stay local (they hold paths and host names). The token comes from HF_TOKEN only
-(--hub_token is refused: it would be recorded), never from a cached `hf auth login`.
+loss_curve.png, and ctranslate2/ where export_t5.py put an export (a folder pushed again after exporting;
+export_t5.py --push_to_hub uploads the export alone, as ctranslate2/ in the repo: push_export_folder).
+--hub_strategy checkpoint adds the newest checkpoint-N/ folder, all_checkpoints every one (under their own names,
+so `--resume_from_checkpoint auto` works on a download); end and every_save (HF's default) add none. out.log and
+eval_log.jsonl stay local (they hold paths and host names). The token comes from HF_TOKEN only (--hub_token is
+refused: it would be recorded), never from a cached `hf auth login`.
 """
 import copy
 import logging
@@ -25,6 +27,7 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HTTPError
 
 from t5kit.errors import UsageError
+from t5kit.outputs.export_record import EXPORT_DIR, RECORD_FILE
 from t5kit.outputs.run_folder import CONFIG_FILE, LOSS_CURVE_FILE, METRICS_FILE, MODEL_CARD_FILE
 from t5kit.outputs.run_log import mask_secrets, secret_values
 
@@ -74,7 +77,8 @@ def checkpoint_folders(output_dir, strategy) -> list:
 
 def upload_patterns(output_dir, strategy) -> list:
     """allow_patterns for upload_folder: the run's files plus the checkpoint folders the strategy asks for."""
-    return [*MODEL_FILES, *TOKENIZER_FILES, *RUN_FILES,
+    export = [f"{EXPORT_DIR}/*"] if (Path(output_dir) / EXPORT_DIR / RECORD_FILE).is_file() else []
+    return [*MODEL_FILES, *TOKENIZER_FILES, *RUN_FILES, *export,
             *(f"{name}/*" for name in checkpoint_folders(output_dir, strategy))]
 
 
@@ -91,16 +95,32 @@ def push_run_folder(training_args, commit_message):
     if not token:
         raise UsageError(f"--push_to_hub: {TOKEN_ENV} is not set, so nothing was uploaded to {repo_id}; "
                          f"{retry_hint(repo_id, out)}")
+    return upload(token, repo_id, out, retry_hint(repo_id, out), training_args.hub_private_repo,
+                  commit_message=commit_message, revision=training_args.hub_revision,
+                  allow_patterns=upload_patterns(out, hub_strategy(training_args)))
+
+
+def push_export_folder(folder, repo_id, private=None):
+    """export_t5.py --push_to_hub: the export folder uploaded as ctranslate2/ into repo_id (a run's repo: beside the
+    model it was made from). Raises UsageError on a missing token or a failed upload; the export stays whole."""
+    hint = f"the export is saved in {folder}; upload it later with `{TOKEN_ENV}=... hf upload {repo_id} {folder} " \
+           f"{EXPORT_DIR}`"
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        raise UsageError(f"--push_to_hub: {TOKEN_ENV} is not set, so nothing was uploaded to {repo_id}; {hint}")
+    return upload(token, repo_id, str(folder), hint, private, path_in_repo=EXPORT_DIR,
+                  commit_message=f"CTranslate2 export ({EXPORT_DIR}/)")
+
+
+def upload(token, repo_id, folder, hint, private, **upload_kwargs):
+    """Creates the repo (if needed) and uploads `folder` in one commit; a failure is one UsageError with `hint`."""
     api = HfApi(token=token)
     try:
-        repo = api.create_repo(repo_id, private=training_args.hub_private_repo, exist_ok=True)
-        commit = api.upload_folder(repo_id=repo.repo_id, folder_path=out, commit_message=commit_message,
-                                   revision=training_args.hub_revision,
-                                   allow_patterns=upload_patterns(out, hub_strategy(training_args)),
-                                   ignore_patterns=list(IGNORED))
+        repo = api.create_repo(repo_id, private=private, exist_ok=True)
+        commit = api.upload_folder(repo_id=repo.repo_id, folder_path=folder, ignore_patterns=list(IGNORED),
+                                   **upload_kwargs)
     except (HTTPError, OSError) as err:  # offline mode, no network, a rejected token or repo name
         reason = mask_secrets(" ".join(str(err).split()), secret_values()) or type(err).__name__
-        raise UsageError(f"--push_to_hub: the upload to {repo_id} failed ({reason}); "
-                         f"{retry_hint(repo_id, out)}") from None
-    logger.info("pushed %s to %s", out, getattr(commit, "commit_url", repo_id))
+        raise UsageError(f"--push_to_hub: the upload to {repo_id} failed ({reason}); {hint}") from None
+    logger.info("pushed %s to %s", folder, getattr(commit, "commit_url", repo_id))
     return commit

@@ -207,6 +207,29 @@ def write_model_card(output_dir, card) -> Path:
     return path
 
 
+EXPORT_HEADING = "## CTranslate2 export"
+
+
+def add_export_section(model_dir, export_name, quantization) -> Path:
+    """Adds (or replaces) the card's section on the run's CTranslate2 export (export_t5.py, step 6)."""
+    path = Path(model_dir) / MODEL_CARD_FILE
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8").split(f"\n{EXPORT_HEADING}\n")[0].rstrip("\n")
+    section = (f"\n\n{EXPORT_HEADING}\n\n`{export_name}/` holds this model for CTranslate2 ({quantization}; "
+               f"`export_record.json` names the weights it was made from). Predict with it, or load it alone:\n\n"
+               f"```bash\npython predict_t5.py --model_name_or_path {shlex.quote(str(model_dir))} --backend "
+               f"ctranslate2 --input_file INPUTS --output_file OUT.jsonl\n```\n\n```python\nimport ctranslate2, "
+               f"transformers\n\ntokenizer = transformers.AutoTokenizer.from_pretrained(\"{export_name}\")\n"
+               f"translator = ctranslate2.Translator(\"{export_name}\")\n"
+               f"tokens = tokenizer.convert_ids_to_tokens(tokenizer.encode(\"...\"))\n"
+               f"result = translator.translate_batch([tokens])[0].hypotheses[0]\n"
+               f"print(tokenizer.decode(tokenizer.convert_tokens_to_ids(result)))\n```\n")
+    with atomic_write(path) as handle:
+        handle.write(text + section)
+    return path
+
+
 def read_card_section(model_dir) -> dict:
     """The card's t5kit section ({} when the folder has no card or the card has none): predict_t5.py's defaults."""
     path = Path(model_dir) / MODEL_CARD_FILE
