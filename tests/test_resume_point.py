@@ -96,6 +96,25 @@ class FinishedRunTest(OneThreadTestCase):
         self.assertEqual(Path(point.checkpoint).name, "checkpoint-20")
 
 
+class FinishedEpochRunTest(OneThreadTestCase):
+
+    def test_a_run_of_one_and_a_half_epochs_is_finished_by_its_epoch(self):
+        """20 documents make 33 training windows: 9 steps an epoch, so 1.5 epochs end at step 14 (HF rounds the
+        steps up), at epoch 1 + 5/9. The end is told from the epoch HF records, as the steps of an epoch are not
+        known before the data is loaded."""
+        out = self.dir / "run"
+        argv = self.run_flags(out, max_steps=-1, num_train_epochs=1.5, max_train_samples=20, max_eval_samples=4,
+                              save_steps=7)
+        pre_train(argv)
+        point = resume.find_resume_point(flags_of(output_dir=str(out), max_steps=-1, num_train_epochs=2.0))
+        self.assertEqual((Path(point.checkpoint).name, point.global_step), ("checkpoint-14", 14))
+        self.assertAlmostEqual(point.epoch, 1 + 5 / 9)
+        self.assertIsNone(point.finished)  # a second epoch asked for: it trains on
+        before = snapshot_with_times(out)
+        self.assertEqual(pre_train([*argv, "--resume_from_checkpoint", "auto"]), {})
+        self.assertEqual(snapshot_with_times(out), before)
+
+
 class ReachedEndTest(parameterized.TestCase):
 
     @parameterized.named_parameters(
