@@ -27,11 +27,11 @@ from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora
 from t5kit.optim import param_groups
 from t5kit.outputs import (finetuning_card, hub_upload, model_card, run_folder, run_lock, run_log, run_logging,
-                           run_record)
+                           run_record, run_start)
 from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
-from t5kit.train import callbacks, resume, seams, task_setup
+from t5kit.train import callbacks, preemption, resume, seams, task_setup
 from t5kit.train.task_trainer import AVERAGE_KEY, TaskCollator, TaskTrainer, predict_splits
 
 logger = logging.getLogger(__name__)
@@ -61,10 +61,13 @@ def main(argv=None):
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
                     "the average over splits" if best_metric == AVERAGE_KEY else "the task's metric_to_optimize")
 
-    # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time. The folder's lock
-    # comes first: nothing in it is read or replaced while another run writes it (outputs/run_lock.py).
-    run_lock.hold(training_args)
-    checkpoint = resume.prepare_output_dir(training_args)
+    # 3. Output dir and the point to resume from (checkpoint, skip count), found once: refuse to clobber a previous
+    # run before spending any time, and leave a finished one as it is.
+    run_lock.hold(training_args)  # first: nothing in the folder is read while another run writes it
+    resume_point = resume.find_resume_point(training_args)
+    if resume_point.finished:
+        logger.info(resume_point.finished)
+        return {}
 
     # 4. Seed, before the model is built so that it controls a random initialisation.
     set_seed(training_args.seed)
@@ -75,7 +78,7 @@ def main(argv=None):
     if training_args.peft:
         model = lora.apply_lora(model, training_args.lora_r, training_args.lora_alpha, training_args.lora_dropout,
                                 training_args.lora_target_modules)
-    resume.check_checkpoint_fits(checkpoint, model)
+    resume.check_checkpoint_fits(resume_point.checkpoint, model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
     # 6. Data: rows -> "prefix field: value ..." -> ids; unknown labels, missing columns, empty splits refused.
@@ -98,24 +101,20 @@ def main(argv=None):
 
     # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
     # run leaves the output folder as it was.
-    record = {**record, run_record.DERIVED_KEY: derived}
-    if training_args.should_save:
-        run_record.write_run_record(training_args.output_dir, record)
-    run_log.open_run_log(training_args, checkpoint)
-    # HF's own push stays off: ours runs once, after the local save (outputs/hub_upload.py says why).
+    record, trainer_args = run_start.start_run_outputs(training_args, record, derived, resume_point.checkpoint)
     trainer = TaskTrainer(
-        model=model, args=hub_upload.trainer_arguments(training_args), train_dataset=train_dataset,
-        eval_splits=splits["eval"], data_collator=collator, processing_class=tokenizer,
-        label_scoring=data_args.label_scoring, optimizers=(optimizer, None),
+        model=model, args=trainer_args, train_dataset=train_dataset, eval_splits=splits["eval"],
+        data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
+        optimizers=(optimizer, None), resume_point=resume_point,
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
-                   callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
-                   callbacks.RunLogCallback()])
+                   callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(), callbacks.RunLogCallback(),
+                   preemption.PreemptionCallback()])
 
     # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes), then push
     # them if asked: a failed push is one error line with everything already saved.
     results = {}
     if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        train_result = trainer.train(resume_from_checkpoint=resume_point.checkpoint)
         trainer.save_model()
         results.update(train_result.metrics)
     evaluation = predict_splits(trainer, splits["eval"], "eval")

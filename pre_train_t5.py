@@ -19,10 +19,10 @@ from t5kit.data import corpus, ul2
 from t5kit.model import building, word_vectors
 from t5kit.optim import param_groups
 from t5kit.outputs import (hub_upload, model_card, pretraining_card, run_folder, run_lock, run_log, run_logging,
-                           run_record)
+                           run_record, run_start)
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
-from t5kit.train import callbacks, resume, seams, stream_resume
+from t5kit.train import callbacks, preemption, resume, seams, stream_resume
 from t5kit.train.pretrain_trainer import (
     EVAL_METRIC,
     PretrainTrainer,
@@ -57,17 +57,20 @@ def main(argv=None):
     seams.warn_on_untested_versions()
     hub_upload.warn_if_no_token(training_args)
 
-    # 3. Output dir, last checkpoint: refuse to clobber a previous run before spending any time. The folder's lock
-    # comes first: nothing in it is read or replaced while another run writes it (outputs/run_lock.py).
-    run_lock.hold(training_args)
-    checkpoint = resume.prepare_output_dir(training_args)
+    # 3. Output dir and the point to resume from (checkpoint, stream position, skip count), found once: refuse to
+    # clobber a previous run before spending any time, and leave a finished one as it is.
+    run_lock.hold(training_args)  # first: nothing in the folder is read while another run writes it
+    resume_point = resume.find_resume_point(training_args)
+    if resume_point.finished:
+        logger.info(resume_point.finished)
+        return {}
 
     # 4. Seed, before the model is built so that it controls the initialisation.
     set_seed(training_args.seed)
 
     # 5. Tokenizer, model
     tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu, ul2.mode_tokens(denoisers))
-    resume.check_checkpoint_fits(checkpoint, model)
+    resume.check_checkpoint_fits(resume_point.checkpoint, model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
     derived = run_record.derived_values(training_args, span_args.input_length + target_length,
                                         building.count_parameters(model), model.config.dropout_rate,
@@ -81,7 +84,7 @@ def main(argv=None):
 
     # 6b. Word-vector embeddings (--init_embeddings word_vectors), counted from the training windows before the first
     # step; a resumed run takes every weight from its checkpoint instead.
-    if objective_args.init_embeddings == "word_vectors" and checkpoint is None:
+    if objective_args.init_embeddings == "word_vectors" and resume_point.checkpoint is None:
         rows = word_vectors.init_embeddings_from_windows(model, train_dataset["input_ids"])
         logger.info(f"embeddings: word vectors for {rows:,} ids, counted from {len(train_dataset):,} windows")
 
@@ -101,24 +104,21 @@ def main(argv=None):
 
     # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
     # run leaves the output folder as it was.
-    record = {**record, run_record.DERIVED_KEY: derived}
-    if training_args.should_save:
-        run_record.write_run_record(training_args.output_dir, record)
-    run_log.open_run_log(training_args, checkpoint)
-    # HF's own push stays off: ours runs once, after the local save (outputs/hub_upload.py says why).
+    record, trainer_args = run_start.start_run_outputs(training_args, record, derived, resume_point.checkpoint)
     trainer = PretrainTrainer(
-        model=model, args=hub_upload.trainer_arguments(training_args), train_dataset=train_dataset,
-        eval_dataset=eval_dataset, data_collator=collator, processing_class=tokenizer,
+        model=model, args=trainer_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
+        data_collator=collator, processing_class=tokenizer,
         compute_metrics=SpanCorruptionMetrics(special_target_ids(tokenizer)),
         preprocess_logits_for_metrics=predicted_ids_and_losses,
-        optimizers=(optimizer, None),
+        optimizers=(optimizer, None), resume_point=resume_point,
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
-                   callbacks.CollatorEpochCallback(objective_collator), callbacks.RunLogCallback()])
+                   callbacks.CollatorEpochCallback(objective_collator), callbacks.RunLogCallback(),
+                   preemption.PreemptionCallback()])
 
     # 9. Train, evaluate, write outputs (rank 0 only writes), then push them if asked: a failed push is one error
     # line with everything already saved.
-    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    train_result = trainer.train(resume_from_checkpoint=resume_point.checkpoint)
     trainer.save_model()
     metrics = {**train_result.metrics, **trainer.evaluate()}
     trainer.log_metrics("all", metrics)

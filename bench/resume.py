@@ -40,7 +40,7 @@ from t5kit.config import parsing  # noqa: E402
 from t5kit.config.programs import PRETRAIN_FLAG_CLASSES  # noqa: E402
 from t5kit.data import corpus  # noqa: E402
 from t5kit.model.building import load_tokenizer  # noqa: E402
-from t5kit.train import checkpoint_manifest, stream_resume  # noqa: E402
+from t5kit.train import checkpointing, stream_resume  # noqa: E402
 
 STEPS = (10, 1000)
 
@@ -129,7 +129,7 @@ def fake_checkpoint(source, output_dir, step, steps_per_epoch=None, stream_posit
         position_file.unlink(missing_ok=True)
     else:
         position_file.write_text(json.dumps(stream_position))
-    checkpoint_manifest.write_manifest(target)
+    checkpointing.write_manifest(target)
 
 
 def stream_position(argv, window):

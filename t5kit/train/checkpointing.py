@@ -1,56 +1,157 @@
-"""Checkpoints that survive a kill at any moment, for any Seq2SeqTrainer.
+"""Checkpoints that survive a kill at any moment, for any Seq2SeqTrainer: how a checkpoint folder is committed,
+which folders count, and rotation.
 
     class PretrainTrainer(SafeCheckpointMixin, Seq2SeqTrainer): ...   # the mixin goes first
-    python pre_train_t5.py CONFIG.yaml --resume_from_checkpoint auto
+    find_problem("out/checkpoint-500")            # None, or why the folder cannot be resumed from
+    resolve_checkpoint("out", "auto")             # newest valid checkpoint-N, warning about each one skipped
 
 Atomic save. HF writes checkpoint-N in place, so a kill mid-save leaves a folder that looks resumable. Here HF's
 own `_save_checkpoint` runs unchanged but into OUTPUT_DIR/.saving/ (by pointing `_get_output_dir` there for the
 duration of the call); then manifest.json (size + sha256 of every file) is written last and the finished folder
 is renamed to OUTPUT_DIR/checkpoint-N. A rename is atomic on one filesystem, so checkpoint-N is either absent or
-complete; the manifest additionally catches later truncation or bit rot. HF's best-model tracking sees the staged
-path during the call; it is rewritten to the final path (in memory and in the staged trainer_state.json) before
-the rename. HF's rotation inside the call only sees the staging folder (one checkpoint: nothing to delete); this
-mixin rotates afterwards, by step, never deleting the newest, the best (`state.best_model_checkpoint`) nor the
-checkpoint this run resumed from, and only once the new checkpoint is committed.
+complete; the manifest additionally catches later truncation or bit rot: a checkpoint folder is valid only once its
+manifest.json lists every file with its size and sha256 and every listed file matches. HF's best-model tracking
+sees the staged path during the call; it is rewritten to the final path (in memory and in the staged
+trainer_state.json) before the rename. HF's rotation inside the call only sees the staging folder (one checkpoint:
+nothing to delete); this mixin rotates afterwards, by step, never deleting the newest, the best
+(`state.best_model_checkpoint`) nor the checkpoint this run resumed from, and only once the new checkpoint is
+committed.
 
-The NaN guard (--nan_policy) lives in nonfinite_guard.py; the pre-emption callback this mixin adds, in preemption.py.
+What a run resumes from is found once, at step 3 of the entry scripts (resume.py), and handed to the trainer as
+`resume_point=`; the NaN guard (--nan_policy) lives in nonfinite_guard.py, the pre-emption callback that the entry
+scripts list, in preemption.py.
 """
+import hashlib
+import json
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 
-from transformers.trainer import TRAINER_STATE_NAME
-
 from t5kit.errors import UsageError
-from t5kit.outputs.atomic_files import give_weights_default_modes
-from t5kit.train import checkpoint_manifest
-from t5kit.train.preemption import PreemptionCallback
+from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
+from t5kit.outputs.run_folder import asks_to_resume
 
 logger = logging.getLogger(__name__)
 
 STAGING_DIR = ".saving"  # starts with a dot: HF's and our checkpoint-N globs never see it
 FULL_STATE_DICT = "FULL_STATE_DICT"  # torch's StateDictType name, which accelerate's FSDP plugin takes
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = 1
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")  # HF's PREFIX_CHECKPOINT_DIR naming
+HASH_CHUNK_BYTES = 1 << 22
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(HASH_CHUNK_BYTES), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def list_files(folder):
+    """Relative paths of every file under folder except the manifest itself, sorted."""
+    folder = Path(folder)
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and p.name != MANIFEST_FILE)
+
+
+def write_manifest(folder):
+    """Hashes every file (after fsync, so the hash is of what is on disk) and writes manifest.json atomically."""
+    folder = Path(folder)
+    files = {}
+    for name in list_files(folder):
+        path = folder / name
+        fsync_path(path)
+        files[name] = {"size": path.stat().st_size, "sha256": file_sha256(path)}
+    write_json(folder / MANIFEST_FILE, {"format": MANIFEST_FORMAT, "files": files})
+    return folder / MANIFEST_FILE
+
+
+def fsync_path(path):
+    """fsync a file or a folder (a folder's fsync makes renames inside it durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def find_problem(folder):
+    """None if folder is a complete checkpoint, else a short reason (missing manifest, size or hash mismatch)."""
+    folder = Path(folder)
+    manifest_path = folder / MANIFEST_FILE
+    if not manifest_path.is_file():
+        return f"no {MANIFEST_FILE} (the save did not finish)"
+    try:
+        files = json.loads(manifest_path.read_text())["files"]
+    except (ValueError, KeyError, TypeError) as err:
+        return f"unreadable {MANIFEST_FILE} ({err})"
+    for name, expected in sorted(files.items()):
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != expected["size"]:
+            return f"{name} has {path.stat().st_size} bytes, the manifest says {expected['size']}"
+        if file_sha256(path) != expected["sha256"]:
+            return f"{name} does not match its sha256 in the manifest"
+    return None
+
+
+def checkpoint_step(path):
+    match = CHECKPOINT_PATTERN.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def list_checkpoints(output_dir):
+    """checkpoint-N folders of output_dir, oldest step first (valid or not)."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    found = [p for p in output_dir.iterdir() if p.is_dir() and checkpoint_step(p) is not None]
+    return sorted(found, key=checkpoint_step)
+
+
+def latest_valid_checkpoint(output_dir):
+    """The newest checkpoint that passes find_problem; each newer broken one is named in a warning."""
+    for folder in reversed(list_checkpoints(output_dir)):
+        problem = find_problem(folder)
+        if problem is None:
+            return str(folder)
+        logger.warning("skipping checkpoint %s: %s; trying the previous one", folder, problem)
+    return None
+
+
+def resolve_checkpoint(output_dir, resume_from_checkpoint):
+    """Maps --resume_from_checkpoint (None, 'auto' or a path) to a valid checkpoint folder or None."""
+    if not asks_to_resume(resume_from_checkpoint):
+        return None
+    if resume_from_checkpoint == "auto":
+        last = latest_valid_checkpoint(output_dir)
+        logger.info("--resume_from_checkpoint auto: %s", last or "no valid checkpoint yet, starting from scratch")
+        return last
+    if not Path(resume_from_checkpoint).is_dir():
+        raise UsageError(f"--resume_from_checkpoint {resume_from_checkpoint} is not a checkpoint folder; "
+                         "pass 'auto' or a path like OUTPUT_DIR/checkpoint-500")
+    problem = find_problem(resume_from_checkpoint)
+    if problem is not None:
+        raise UsageError(f"--resume_from_checkpoint {resume_from_checkpoint} is not a complete checkpoint: "
+                         f"{problem}; pass 'auto' to use the newest valid one, or an older checkpoint-N")
+    return str(resume_from_checkpoint)
 
 
 class SafeCheckpointMixin:
-    """Atomic, validated checkpoints, protected rotation and clean pre-emption (see module doc)."""
+    """Atomic, validated checkpoints and protected rotation (see module doc). `resume_point` (resume.ResumePoint,
+    None for a fresh start) is what this run continues from; the mixins after this one read their part of it."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.resumed_from = None
+    def __init__(self, *args, resume_point=None, **kwargs):
+        # Set before the other mixins' __init__ (inside super().__init__), which read it.
+        self.resume_point = resume_point
+        self.resumed_from = getattr(resume_point, "checkpoint", None)  # rotation keeps it
         self._staging = False
-        # Every run that can resume should also stop cleanly when the scheduler pre-empts it.
-        self.add_callback(PreemptionCallback())
-
-    # ---- resume ----
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        if resume_from_checkpoint is True:  # HF's "latest in output_dir", but only a complete one counts
-            resume_from_checkpoint = checkpoint_manifest.latest_valid_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise UsageError(f"no valid checkpoint in {self.args.output_dir} to resume from")
-        self.resumed_from = resume_from_checkpoint
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+        super().__init__(*args, **kwargs)
 
     # ---- the final model ----
     def save_model(self, output_dir=None, _internal_call=False):
@@ -81,6 +182,9 @@ class SafeCheckpointMixin:
         return os.path.join(run_dir, STAGING_DIR) if self._staging else run_dir
 
     def _save_checkpoint(self, model, trial):
+        # Imported here: the manifest functions above serve scripts that never load transformers (or torch).
+        from transformers.trainer import TRAINER_STATE_NAME
+
         run_dir = Path(super()._get_output_dir(trial))
         staging = run_dir / STAGING_DIR
         name = f"checkpoint-{self.state.global_step}"
@@ -97,7 +201,7 @@ class SafeCheckpointMixin:
         if self.args.should_save:
             staged = staging / name
             self.state.save_to_json(str(staged / TRAINER_STATE_NAME))  # with the final best-model path
-            checkpoint_manifest.write_manifest(staged)
+            write_manifest(staged)
             commit(staged, run_dir / name)
             logger.info("checkpoint %s committed (manifest.json written)", run_dir / name)
             self.rotate(run_dir, run_dir / name)
@@ -110,7 +214,7 @@ class SafeCheckpointMixin:
         if not limit or limit <= 0:
             return
         keep = {Path(p).resolve() for p in (saved, self.state.best_model_checkpoint, self.resumed_from) if p}
-        checkpoints = checkpoint_manifest.list_checkpoints(run_dir)
+        checkpoints = list_checkpoints(run_dir)
         excess = len(checkpoints) - limit
         for folder in checkpoints:
             if excess <= 0:
@@ -151,7 +255,7 @@ def commit(staged, target):
         shutil.rmtree(aside, ignore_errors=True)
         os.replace(target, aside)
     os.replace(staged, target)
-    checkpoint_manifest.fsync_path(target.parent)  # so the rename itself survives a power cut
+    fsync_path(target.parent)  # so the rename itself survives a power cut
     shutil.rmtree(aside, ignore_errors=True)
 
 

@@ -24,16 +24,13 @@ fp16 and DeepSpeed apply it in memory under `stop` (the weights are thrown away 
 `skip` they read the verdict at once (a sync) and skip by dropping the gradients. Under DeepSpeed the engine steps
 inside backward, before the verdict: `skip` is refused there.
 """
-import json
 import logging
 import math
-from pathlib import Path
 
 import torch
-from transformers.trainer import TRAINER_STATE_NAME
 
 from t5kit.config.checks import check_nan_policy
-from t5kit.train import checkpoint_manifest
+from t5kit.train import checkpointing
 from t5kit.train.deferred_read import DeferredRead
 
 logger = logging.getLogger(__name__)
@@ -46,20 +43,20 @@ class NonFiniteLossError(RuntimeError):
 
 
 class NonFiniteGuardMixin:
-    """--nan_policy for a Trainer (see module doc). Goes after SafeCheckpointMixin: it reads the resolved path."""
+    """--nan_policy for a Trainer (see module doc). Goes after SafeCheckpointMixin, which holds the resume point."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.nan_policy = getattr(self.args, "nan_policy", "stop")
         check_nan_policy(self.nan_policy, self.is_deepspeed_enabled)
-        self.skipped_steps = 0
+        # A resumed run continues the count of its checkpoint (resume.ResumePoint, set by SafeCheckpointMixin).
+        self.skipped_steps = self.resume_point.skipped_nonfinite_steps if self.resume_point else 0
         self._step_loss = None  # this optimizer step's micro-batch losses summed, on the device
         self._finite = None  # [sum, count] of the finite micro-batch losses since the last log (skip only)
         self._verdict = None  # (step, DeferredRead) of an optimizer step not read yet
 
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        self.skipped_steps = skips_logged(resume_from_checkpoint)
-        result = super().train(resume_from_checkpoint, *args, **kwargs)
+    def train(self, *args, **kwargs):
+        result = super().train(*args, **kwargs)
         self.read_verdict()  # the last step's, unless a log or a save read it already
         if self.optimizer is not None:
             vars(self.torch_optimizer()).pop("found_inf", None)
@@ -134,7 +131,7 @@ class NonFiniteGuardMixin:
         return True
 
     def stop_message(self, what, step):
-        last = checkpoint_manifest.latest_valid_checkpoint(self.args.output_dir)
+        last = checkpointing.latest_valid_checkpoint(self.args.output_dir)
         resume = f"the last good checkpoint is {last}" if last else "no checkpoint was saved yet"
         # Read a step late, a bad update has reached the weights in memory unless a fused kernel skipped it (or
         # DeepSpeed's engine applied it inside backward); stopping still keeps it out of every checkpoint.
@@ -152,12 +149,3 @@ class NonFiniteGuardMixin:
             logs[SKIP_LOG_KEY] = self.skipped_steps
             self._finite = None  # Trainer starts a new logging window
         super().log(logs, *args, **kwargs)
-
-
-def skips_logged(checkpoint):
-    """The skip count of the last log line in the checkpoint's trainer_state.json, so a resumed run continues it."""
-    state_file = Path(checkpoint or "") / TRAINER_STATE_NAME
-    if not checkpoint or not state_file.is_file():
-        return 0
-    history = json.loads(state_file.read_text()).get("log_history", [])
-    return next((entry[SKIP_LOG_KEY] for entry in reversed(history) if SKIP_LOG_KEY in entry), 0)

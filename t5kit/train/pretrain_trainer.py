@@ -3,7 +3,8 @@ and the evaluation metric that goes with span corruption.
 
     trainer = PretrainTrainer(model=model, args=training_args, ...,
                               compute_metrics=SpanCorruptionMetrics(special_target_ids(tokenizer)),
-                              preprocess_logits_for_metrics=predicted_ids_and_losses)
+                              preprocess_logits_for_metrics=predicted_ids_and_losses,
+                              resume_point=resume_point)  # resume.find_resume_point's, step 3
 """
 import numpy as np
 import torch.nn.functional as F
@@ -19,9 +20,10 @@ EVAL_METRIC = "content_accuracy"  # what the loss curve plots beside the losses
 
 
 class PretrainTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, StreamResumeMixin, Seq2SeqTrainer):
-    """Atomic checkpoints and save-and-exit on SIGTERM/SIGUSR1 (checkpointing.py), --nan_policy
-    (nonfinite_guard.py), streams that resume where they stopped (stream_resume.py), and our optimizers: Adafactor
-    on stacks of same-shaped parameters, nanoT5's AdamWScale (optim/selection.py)."""
+    """Atomic checkpoints (checkpointing.py; `resume_point=`, resume.py), --nan_policy (nonfinite_guard.py), streams
+    that resume where they stopped (stream_resume.py), and our optimizers: Adafactor on stacks of same-shaped
+    parameters, nanoT5's AdamWScale (optim/selection.py). Save-and-exit on SIGTERM/SIGUSR1 is a callback the entry
+    script lists (preemption.py)."""
 
     get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)
 

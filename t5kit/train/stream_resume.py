@@ -10,13 +10,13 @@ costs O(N). Here instead:
    trained on; the ids are;
 2. each checkpoint gets stream_position.json: where the first window not yet trained on (highest id over all ranks,
    plus one) starts. It is written into the staged checkpoint before its manifest (checkpointing.py);
-3. on resume the stream is put at that position and HF is told to skip nothing (`ignore_data_skip`).
+3. on resume (resume.py reads the position at step 3 and the trainer gets it at construction) the stream is put
+   at that position and HF is told to skip nothing (`ignore_data_skip`).
 
 The span-corruption masks of a stream use the stream's own epoch (carried with each window), so they are the
 uninterrupted run's after a resume, in every epoch. Map-style corpora are untouched: HF skips indices there.
 """
 import copy
-import json
 import logging
 from pathlib import Path
 
@@ -54,29 +54,28 @@ class StreamResumeMixin:
         super().__init__(*args, **kwargs)
         self.last_trained_window = -1
         self._window_range = None  # DeferredRead of the last batch's [lowest, highest] window id
+        if self.stream is not None and self.resume_point and self.resume_point.checkpoint:
+            self.continue_stream(self.resume_point)
 
     @property
     def stream(self):
         return self.train_dataset if isinstance(self.train_dataset, PackedWindowStream) else None
 
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        if self.stream is not None and resume_from_checkpoint:
-            position_file = Path(resume_from_checkpoint) / POSITION_FILE
-            if position_file.is_file():
-                position = json.loads(position_file.read_text())
-                self.stream.load_position(position)
-                self.last_trained_window = position["window"] - 1
-                # The stream starts where the checkpoint left it, so HF must skip nothing. The trainer's own copy of the
-                # arguments says so: the user's flags, and the run record taken from them, stay as they were.
-                self.args = copy.copy(self.args)
-                self.args.ignore_data_skip = True
-                logger.info("stream resumes at window %d (epoch %d) from %s, nothing re-read", position["window"],
-                            position["epoch"], position_file)
-            else:
-                logger.warning("%s has no %s (saved by a map-style run or an older version): the stream is read "
-                               "again from the start to skip the consumed batches", resume_from_checkpoint,
-                               POSITION_FILE)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+    def continue_stream(self, resume_point):
+        """Puts the stream where the resume point (resume.ResumePoint, held by SafeCheckpointMixin) left it."""
+        position = resume_point.stream_position
+        if position is None:
+            logger.warning("%s has no %s (saved by a map-style run or an older version): the stream is read again "
+                           "from the start to skip the consumed batches", resume_point.checkpoint, POSITION_FILE)
+            return
+        self.stream.load_position(position)
+        self.last_trained_window = position["window"] - 1
+        # The stream starts where the checkpoint left it, so HF must skip nothing. The trainer's own copy of the
+        # arguments says so: the user's flags, and the run record taken from them, stay as they were.
+        self.args = copy.copy(self.args)
+        self.args.ignore_data_skip = True
+        logger.info("stream resumes at window %d (epoch %d) from %s, nothing re-read", position["window"],
+                    position["epoch"], Path(resume_point.checkpoint) / POSITION_FILE)
 
     def _get_collator_with_removed_columns(self, data_collator, description=None):
         # HF would drop window_index before our collator sees it; stream windows hold nothing the model cannot take.
