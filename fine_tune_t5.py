@@ -63,9 +63,10 @@ def main(argv=None):
 
     # 3. Output dir and the point to resume from (checkpoint, skip count), found once: refuse to clobber a previous
     # run before spending any time, and leave a finished one as it is.
-    run_lock.hold(training_args)  # first: nothing in the folder is read while another run writes it
+    lock = run_lock.hold(training_args)  # first: nothing in the folder is read while another run writes it
     resume_point = resume.find_resume_point(training_args)
-    if resume_point.finished:
+    if resume_point.finished:  # left as it was found: its times too
+        run_lock.release_untouched(lock)
         logger.info(resume_point.finished)
         return {}
 

@@ -5,9 +5,11 @@ holder, before it reads or writes anything there.
     @run_lock.released_at_end
     def main(argv=None):
         ...
-        # 3. Output dir, last checkpoint
-        run_lock.hold(training_args)
-        checkpoint = resume.prepare_output_dir(training_args)
+        # 3. Output dir, resume point
+        lock = run_lock.hold(training_args)
+        resume_point = resume.find_resume_point(training_args)
+        if resume_point.finished:
+            run_lock.release_untouched(lock)   # nothing written: the folder keeps its times
 
 The lock is the kernel's (fcntl.flock on the open file), so it goes with the process: a run that is killed (SIGKILL,
 the OOM killer, a cancelled SLURM job) leaves no stale lock, and the next run takes it at once. The file's content
@@ -48,6 +50,7 @@ class RunLock:
     path: Path  # OUTPUT_DIR/.lock
     fd: int  # open and flock'ed for the whole run
     made_folders: list  # folders made for the lock, deepest first: removed at release where still empty
+    folder_times: tuple | None = None  # the folder's (atime, mtime) in ns before the lock file came in
 
 
 _held = []  # the RunLocks this process holds
@@ -76,6 +79,7 @@ def take(output_dir):
     check_folder_path(folder)
     made = list(itertools.takewhile(lambda p: not p.exists(), (folder, *folder.parents)))  # deepest first
     path = folder / LOCK_FILE
+    times = None if made or path.exists() else (folder.stat().st_atime_ns, folder.stat().st_mtime_ns)
     try:
         with creating_output_dir(folder):
             folder.mkdir(parents=True, exist_ok=True)
@@ -87,7 +91,7 @@ def take(output_dir):
         remove_empty_folders(made)
         return None
     write_holder(fd)
-    lock = RunLock(path, fd, made)
+    lock = RunLock(path, fd, made, times)
     _held.append(lock)
     logger.info("%s: this run holds the folder's lock (%s)", folder, path)
     return lock
@@ -176,6 +180,17 @@ def release(lock):
         pass
     os.close(lock.fd)
     remove_empty_folders(lock.made_folders)
+
+
+def release_untouched(lock):
+    """Ends the hold of a run that wrote nothing (a finished run resumed with auto: resume.ResumePoint.finished), and
+    gives the folder back its times as they were before the lock file came and went: the folder is as it was found,
+    its own mtime included. None (ranks other than 0) does nothing."""
+    if lock is None:
+        return
+    release(lock)
+    if lock.folder_times:
+        os.utime(lock.path.parent, ns=lock.folder_times)
 
 
 def remove_empty_folders(folders):
