@@ -21,7 +21,7 @@ class ExportArguments:
         "choices": EXPORT_FORMATS})
     quantization: str = field(default="float32", metadata={
         "help": "Weight type of the export: float32 (predictions identical to the torch model's), int8, "
-                "int8_float32 (int8 weights, float32 activations), bfloat16 (a GPU or a CPU with AVX512-BF16).",
+                "int8_float32 (int8 weights, float32 activations), bfloat16 (a GPU: CTranslate2 4.x computes none on a CPU).",
         "choices": QUANTIZATIONS})
     output_dir: str = field(default=None, metadata={
         "help": "Where the export goes. Unset: MODEL/ctranslate2 for a local model folder (predict_t5.py finds it "

@@ -72,7 +72,8 @@ def check_convertible(model_dir, flag="--model_name_or_path"):
 
 
 def check_compute_type(compute_type, device, flag="--quantization"):
-    """Refuses a precision this machine's CTranslate2 cannot compute (bfloat16 on a CPU without AVX512-BF16)."""
+    """Refuses a precision this machine's CTranslate2 cannot compute (bfloat16 on a CPU: CTranslate2 4.x lists
+    it for GPUs only, even on CPUs with AVX512-BF16)."""
     supported = sorted(import_ctranslate2().get_supported_compute_types(device))
     if compute_type not in ("default", "auto") and compute_type not in supported:
         raise UsageError(f"{flag} {compute_type}: this {device.upper()} cannot compute it in CTranslate2; it "
