@@ -15,7 +15,7 @@ from absl.testing import absltest, parameterized
 from huggingface_hub import ModelCard
 from markdown_it import MarkdownIt
 
-from t5kit.outputs import model_card, pretraining_card
+from t5kit.outputs import pretraining_card
 from tests.helpers import fine_tune, pre_train, require, tiny_flags, tiny_run_flags
 
 FINE_TUNE_SECTIONS = ["Results", "Model", "Data", "Objective", "Training", "Training results", "How to use",
