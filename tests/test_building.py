@@ -227,6 +227,8 @@ class UntiedResumeTest(TinyRunTestCase):
         final = building.load_pretrained_t5(str(out))
         self.assertTrue(building.has_untied_output_layer(final))
         self.assertIn('"tie_word_embeddings": false', (out / "config.json").read_text())
+        self.assertIn("lm_head_init: t5x", (out / "config.yaml").read_text())  # the default, recorded
+        self.assertIn("| tied embeddings | False (lm_head: `t5x` init) |", (out / "README.md").read_text())
         resume.check_checkpoint_fits(str(out / "checkpoint-4"), final)  # the same architecture: accepted
 
 

@@ -132,6 +132,7 @@ class ZLossRunTest(OneThreadTestCase):
         self.assertAlmostEqual(metrics["train_z_loss"], sum(e["z_loss"] for e in lines["resumed"].values()) / 4,
                                delta=1e-9)
         self.assertIn("z_loss: 0.0001", (resumed / "config.yaml").read_text())
+        self.assertIn("| `--z_loss` | 0.0001 |", (resumed / "README.md").read_text())
 
     def test_without_the_flag_nothing_is_logged(self):
         out = self.dir / "off"
