@@ -1,7 +1,7 @@
 """--z_loss: T5X's auxiliary z-loss, which keeps the softmax normaliser log Z of the logits near 0 so that the logits
 do not drift (what bf16 training cannot represent well).
 
-    class PretrainTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, Seq2SeqTrainer): ...
+    class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, Seq2SeqTrainer): ...
 
 T5X's `cross_entropy_with_logits` (t5x/losses.py) adds z_loss * log_z^2 to each token's cross-entropy, where log_z is
 the logsumexp of that token's logits over the vocabulary, and weights and normalises the sum exactly as the
