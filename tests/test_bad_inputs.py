@@ -109,6 +109,12 @@ CASES = {
                                          "--adamw_rms_scaling true scales AdamW's step but --optim is adafactor"),
     "nan_policy": ("pre_train_t5", lambda w: pretrain(w, nan_policy="ignore"),
                    "--nan_policy='ignore' is not a valid choice; choices: stop, skip"),
+    "negative_z_loss": ("pre_train_t5", lambda w: pretrain(w, z_loss=-1e-4),
+                        "--z_loss=-0.0001 must be >= 0 (T5X uses 1e-4; 0 turns it off)"),
+    "negative_z_loss_fine_tuning": ("fine_tune_t5", lambda w: finetune(w, z_loss=-1),
+                                    "--z_loss=-1.0 must be >= 0"),
+    "lm_head_init": ("pre_train_t5", lambda w: pretrain(w, lm_head_init="mesh"),
+                     "--lm_head_init='mesh' is not a valid choice; choices: t5x, hf"),
     "nan_policy_skip_under_deepspeed": ("pre_train_t5", lambda w: pretrain(
         w, nan_policy="skip", deepspeed=str(REPO / "zero_stage2_config.json")), "--nan_policy skip cannot undo"),
     "report_to": ("pre_train_t5", lambda w: pretrain(w, report_to="wandbb"), "--report_to 'wandbb' is not a tracker"),

@@ -55,8 +55,9 @@ class UntiedHeadTest(parameterized.TestCase):
     def test_untied_head_has_its_own_initialisation(self):
         model = tiny_untied_model()
         self.assertFalse(torch.equal(model.lm_head.weight, model.shared.weight))
-        # transformers' rule for an untied T5 head: normal with std initializer_factor (1.0), like the embedding.
-        self.assertAlmostEqual(model.lm_head.weight.std().item(), 1.0, delta=0.05)
+        # T5X's rule by default (LmHeadInitTest): std d_model^-0.5, where the embedding has std 1.0.
+        self.assertAlmostEqual(model.lm_head.weight.std().item(), 32 ** -0.5, delta=0.01)
+        self.assertAlmostEqual(model.shared.weight.std().item(), 1.0, delta=0.05)
 
     def test_save_and_load_keep_the_head_untied(self):
         model = tiny_untied_model()
@@ -90,6 +91,62 @@ class UntiedHeadTest(parameterized.TestCase):
         loaded = building.load_pretrained_t5(folder)
         self.assertIs(loaded.lm_head.weight, loaded.shared.weight)
         self.assertTrue(loaded.config.tie_word_embeddings)
+
+
+class LmHeadInitTest(parameterized.TestCase):
+    """--lm_head_init: a new untied head (the t5-v1_1-small preset, made shallow) gets T5X's truncated normal of std
+    d_model^-0.5 (0.0442 at d_model 512) or transformers' std 1.0; every other weight is the same for one seed, and a
+    tied preset or a loaded model is left as it was."""
+
+    class Tokenizer:  # what build_t5_config reads: 128 ids, so a 128 x 512 head (65,536 draws)
+        pad_token_id, eos_token_id = 0, 1
+
+        def __len__(self):
+            return 128
+
+    def build(self, lm_head_init, model_size="t5-v1_1-small", model_name_or_path=None, more_overrides=""):
+        overrides = None if model_name_or_path else "num_layers=1,num_decoder_layers=1,d_ff=64" + more_overrides
+        args = ModelArguments(model_name_or_path=model_name_or_path, model_size=model_size,
+                              tokenizer_name_or_path="t5", config_overrides=overrides, lm_head_init=lm_head_init)
+        torch.manual_seed(0)
+        return building.build_model(args, self.Tokenizer())
+
+    @parameterized.named_parameters(("t5x", "t5x", 512 ** -0.5, 2 * 512 ** -0.5 / 0.87962566103423978),
+                                    ("hf", "hf", 1.0, None))
+    def test_untied_head_has_the_std_of_its_init(self, lm_head_init, std, bound):
+        model = self.build(lm_head_init)
+        head = model.lm_head.weight.detach()
+        # Untied: lm_head is a parameter of its own, 128 x 512 more than the same shape tied.
+        tied = self.build(lm_head_init, more_overrides=",tie_word_embeddings=True")
+        self.assertEqual(building.count_parameters(model) - building.count_parameters(tied), 128 * 512)
+        self.assertEqual(tuple(head.shape), (128, 512))
+        self.assertAlmostEqual(head.std().item(), std, delta=0.02 * std)  # 65,536 draws: ~0.3 % off at most
+        self.assertAlmostEqual(head.mean().item(), 0.0, delta=0.02 * std)
+        if bound:  # truncated at 2 standard deviations of the normal drawn from: 0.1005, not 2 x 0.0442
+            self.assertLessEqual(head.abs().max().item(), bound)
+            self.assertGreater(head.abs().max().item(), 0.95 * bound)
+        else:
+            self.assertGreater(head.abs().max().item(), 3.5)  # a plain normal's tail
+
+    def test_only_the_head_differs_between_the_inits(self):
+        t5x, hf = self.build("t5x").state_dict(), self.build("hf").state_dict()
+        differing = [name for name in t5x if not torch.equal(t5x[name], hf[name])]
+        self.assertEqual(differing, ["lm_head.weight"])
+
+    def test_a_tied_preset_is_untouched(self):
+        t5x, hf = self.build("t5x", "t5-tiny"), self.build("hf", "t5-tiny")
+        self.assertIs(t5x.lm_head.weight, t5x.shared.weight)
+        for name, weight in t5x.state_dict().items():
+            torch.testing.assert_close(weight, hf.state_dict()[name], rtol=0, atol=0)
+
+    def test_a_loaded_model_keeps_its_head(self):
+        folder = self.create_tempdir().full_path
+        saved = tiny_untied_model()
+        with torch.no_grad():
+            saved.lm_head.weight.fill_(0.5)  # neither init would draw this
+        saved.save_pretrained(folder)
+        loaded = self.build("t5x", model_name_or_path=folder)
+        torch.testing.assert_close(loaded.lm_head.weight, saved.lm_head.weight, rtol=0, atol=0)
 
 
 class DropoutTest(parameterized.TestCase):
@@ -170,6 +227,8 @@ class UntiedResumeTest(TinyRunTestCase):
         final = building.load_pretrained_t5(str(out))
         self.assertTrue(building.has_untied_output_layer(final))
         self.assertIn('"tie_word_embeddings": false', (out / "config.json").read_text())
+        self.assertIn("lm_head_init: t5x", (out / "config.yaml").read_text())  # the default, recorded
+        self.assertIn("| tied embeddings | False (lm_head: `t5x` init) |", (out / "README.md").read_text())
         resume.check_checkpoint_fits(str(out / "checkpoint-4"), final)  # the same architecture: accepted
 
 

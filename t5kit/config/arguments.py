@@ -23,6 +23,7 @@ NAN_POLICIES = ("stop", "skip")
 LABEL_SCORING_CHOICES = ("generate", "rank")
 MIN_SOURCE_LENGTH = 2  # one token of text and EOS
 T5_SOURCE_LENGTH = 512  # input tokens T5 was fine-tuned with: fine-tuning's --max_source_length when unset
+LM_HEAD_INITS = ("t5x", "hf")
 
 
 def check_choices(instance):
@@ -113,6 +114,12 @@ class ModelArguments(ModelSourceArguments):
         "help": "T5 attention kernels: sdpa (PyTorch's fused kernels), eager (plain matmuls), or t5_flex "
                 "(FlexAttention for unpadded encoder self-attention on an Ampere or newer GPU, SDPA elsewhere; "
                 "see model/t5_flex_attention.py).", "choices": ATTN_IMPLEMENTATIONS})
+    lm_head_init: str = field(default="t5x", metadata={
+        "help": "Random init of an untied output layer (lm_head of the T5 v1.1 presets, or tie_word_embeddings=False "
+                "in --config_overrides): t5x (default; Mesh TF's and T5X's variance scaling, fan-in, truncated "
+                "normal: std d_model^-0.5, 0.044 for d_model 512) or hf (transformers' normal with std 1.0, 22.6x "
+                "larger at d_model 512). Ignored for tied presets and for --model_name_or_path (a loaded model keeps "
+                "its weights). See model/building.py.", "choices": LM_HEAD_INITS})
     cache_dir: str = field(default=None, metadata={"help": "Where hub downloads are stored (HF default if unset)."})
     trust_remote_code: bool = field(default=False, metadata={
         "help": "Allow a hub model/dataset to run its own code. Off: only turn it on for repos you trust."})
@@ -156,6 +163,11 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
                 "step, before the bad update reaches any checkpoint: the last one stays the last good state) or skip "
                 "(drop that optimizer step's update, count it in the logs as skipped_nonfinite_steps; not with "
                 "--deepspeed). See train/nonfinite_guard.py.", "choices": NAN_POLICIES})
+    z_loss: float = field(default=0.0, metadata={
+        "help": "T5X's auxiliary z-loss: adds z_loss * (log Z)^2, log Z the logsumexp of a target token's logits, "
+                "averaged over the target tokens as the cross-entropy is, to the training loss (T5X pre-trains with "
+                "1e-4; it keeps the logits from drifting, which bf16 cannot hold well). Logged as z_loss (the logged "
+                "loss includes it; eval_loss does not). 0 (default): off. See train/z_loss.py."})
     logging_nan_inf_filter: bool = field(default=False, metadata={
         "help": "HF's filter of non-finite losses out of the logged loss. Off by default: it reads every step's "
                 "loss on the host (a GPU sync per step), and --nan_policy stops on such a loss or, with skip, "
@@ -176,6 +188,8 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         checks.check_report_to(self.report_to)
         checks.check_training_numbers(self)
         checks.check_adamw_rms_scaling(self)
+        if not self.z_loss >= 0:  # NaN too
+            raise UsageError(f"--z_loss={self.z_loss} must be >= 0 (T5X uses 1e-4; 0 turns it off)")
         # The Trainer checks again with accelerate's DeepSpeed config too; --deepspeed is known here already.
         checks.check_nan_policy(self.nan_policy, deepspeed=bool(self.deepspeed))
         self.bf16 = checks.check_precision(self.bf16, self.fp16, self.use_cpu)

@@ -28,6 +28,9 @@ FUSED_T5_ATTENTION_SINCE = "5.20"  # the first transformers whose T5 gives SDPA 
 # bias in every layer), LongT5 (local or transient-global encoder attention).
 T5_MODEL_TYPES = ("t5", "mt5", "umt5", "longt5")
 RANDOM_INIT_DROPOUT_RATE = 0.0  # T5 v1.1 pre-training turned dropout off (released_checkpoints.md)
+# jax's variance_scaling(..., "truncated_normal"), T5X's default kernel init, divides the std by this: the std of a
+# standard normal truncated at +-2, so that the truncated draw has the std asked for.
+TRUNCATED_NORMAL_STD = 0.87962566103423978
 
 
 def check_t5_tokenizer(tokenizer, name):
@@ -98,17 +101,35 @@ def build_t5_config(model_size, tokenizer, dropout_rate=0.0, config_overrides=No
     return config
 
 
-def new_t5_model(config):
+def new_t5_model(config, lm_head_init="t5x"):
     """A randomly initialised model of the T5 family (T5ForConditionalGeneration for a T5Config). With
     `config.tie_word_embeddings` False (T5 v1.1: "no parameter sharing between embedding and classifier layer")
-    lm_head is its own parameter, initialised by transformers' rule for an untied T5 head
-    (T5PreTrainedModel._init_weights: normal, std = initializer_factor); the encoder and decoder still read the one
-    shared input embedding, as in T5 v1.1."""
+    lm_head is its own parameter, initialised by `lm_head_init` (--lm_head_init): "hf", transformers' rule for an
+    untied T5 head (T5PreTrainedModel._init_weights: normal, std = initializer_factor), or "t5x"
+    (init_lm_head_t5x); the encoder and decoder still read the one shared input embedding, as in T5 v1.1."""
     # The class is called directly, not through from_config: under ZeRO-3 from_config builds inside
     # deepspeed.zero.Init, which reads the DeepSpeed config before DeepSpeed's process group exists, sees a world
     # size of 1 and refuses the global batch. Built whole, the model is partitioned when the Trainer starts.
     model_class = MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING[type(config)]  # T5ForConditionalGeneration for T5
-    return share_input_embedding(model_class(config))
+    model = share_input_embedding(model_class(config))
+    if lm_head_init == "t5x" and has_untied_output_layer(model):
+        init_lm_head_t5x(model)
+    return model
+
+
+def init_lm_head_t5x(model):
+    """Mesh TF's and T5X's init of an untied output layer: variance scaling with scale 1 over the fan-in (d_model),
+    truncated normal (T5X's DenseGeneral default, variance_scaling(1.0, "fan_in", "truncated_normal")): a normal
+    of std initializer_factor * d_model^-0.5 / TRUNCATED_NORMAL_STD cut at +-2 of that std, whose std is then
+    initializer_factor * d_model^-0.5 (0.044 at d_model 512; transformers draws std 1.0). Returns that std."""
+    weight = model.get_output_embeddings().weight  # (vocab, d_model): each logit sums d_model products
+    std = model.config.initializer_factor * weight.shape[1] ** -0.5
+    untruncated = std / TRUNCATED_NORMAL_STD
+    with torch.no_grad():
+        torch.nn.init.trunc_normal_(weight, mean=0.0, std=untruncated, a=-2 * untruncated, b=2 * untruncated)
+    logger.info("lm_head: T5X init (truncated normal, std %.4g = d_model^-0.5), not transformers' std %s", std,
+                model.config.initializer_factor)
+    return std
 
 
 def share_input_embedding(model):
@@ -210,7 +231,7 @@ def build_model(model_args, tokenizer, use_cpu=False):
     else:
         dropout_rate = RANDOM_INIT_DROPOUT_RATE if model_args.dropout_rate is None else model_args.dropout_rate
         model = new_t5_model(build_t5_config(model_args.model_size, tokenizer, dropout_rate,
-                                             model_args.config_overrides))
+                                             model_args.config_overrides), model_args.lm_head_init)
     logger.info("dropout_rate %s (%s)", model.config.dropout_rate, "--dropout_rate" if model_args.dropout_rate
                 is not None else "the model's own" if model_args.model_name_or_path else "random init default")
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.

@@ -1,4 +1,5 @@
-"""loss_curve.png: training loss, evaluation loss and the evaluation metric against the optimizer step."""
+"""loss_curve.png: training loss (and its z-loss term), evaluation loss and the evaluation metric against the optimizer
+step."""
 import matplotlib
 
 matplotlib.use("Agg")  # no display on clusters or CI
@@ -16,10 +17,12 @@ def series(log_history, key):
 def plot_loss_curve(log_history, path, metric_name=None):
     """Writes the loss curve (and the eval metric on a second axis, when given) atomically to `path`."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label in (("loss", "train loss"), ("eval_loss", "eval loss")):
+    # z_loss (--z_loss): the auxiliary term the train loss includes, drawn on the same axis.
+    for key, label in (("loss", "train loss"), ("eval_loss", "eval loss"), ("z_loss", "train z-loss term")):
         steps, values = series(log_history, key)
         if steps:
-            ax.plot(steps, values, marker="o" if key == "eval_loss" else None, label=label)
+            ax.plot(steps, values, marker="o" if key == "eval_loss" else None, label=label,
+                    linestyle="--" if key == "z_loss" else "-")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss")
     ax.grid(alpha=0.3)

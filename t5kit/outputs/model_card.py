@@ -31,7 +31,7 @@ CARD_SECTION = "t5kit"  # our metadata key: tasks, custom task specs, input leng
 PIPELINE_TAG = "text2text-generation"
 DECIMALS = 4  # shown in the body; the metadata holds the exact values
 FLAG_ROWS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "optim",
-             "per_device_train_batch_size", "gradient_accumulation_steps", "seed")
+             "per_device_train_batch_size", "gradient_accumulation_steps", "seed", "z_loss")
 
 CARD_TEMPLATE = """---
 {{ card_data }}
@@ -139,7 +139,8 @@ def model_table(model, tokenizer, record) -> str:
     rows = [("architecture", f"T5ForConditionalGeneration, {origin}"),
             ("layers", f"{config.num_layers} encoder + {config.num_decoder_layers} decoder"),
             ("d_model / d_ff / d_kv / heads", f"{config.d_model} / {config.d_ff} / {config.d_kv} / {config.num_heads}"),
-            ("feed-forward", config.feed_forward_proj), ("tied embeddings", config.tie_word_embeddings),
+            ("feed-forward", config.feed_forward_proj), ("tied embeddings", "True" if config.tie_word_embeddings
+             else "False" if record.get("model_name_or_path") else f"False (lm_head: `{record['lm_head_init']}` init)"),
             ("parameters", f"{derived['parameters']:,} ({derived['parameters'] / 1e6:.2f}M)"),
             ("tokenizer", f"`{record['tokenizer_name_or_path']}`: {len(tokenizer):,} tokens (embedding "
                           f"{config.vocab_size:,}), pad {tokenizer.pad_token_id}, EOS {tokenizer.eos_token_id}, "

@@ -24,6 +24,7 @@ from t5kit.model.inference import score_label_words
 from t5kit.optim import selection
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
+from t5kit.train.z_loss import ZLossMixin
 
 AVERAGE_KEY = "average"
 LENGTH_BUCKETS = "length_buckets"  # our --train_sampling_strategy, beside HF's random/group_by_length/...
@@ -94,7 +95,8 @@ class TaskCollator(DataCollatorForSeq2Seq):
         return batch
 
 
-class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, Seq2SeqTrainer):  # atomic checkpoints, --nan_policy
+# atomic checkpoints, --nan_policy, --z_loss
+class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, Seq2SeqTrainer):
     get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)  # stacked Adafactor, AdamWScale
 
     def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
