@@ -1,109 +1,17 @@
-"""Training features as flags: per-regex learning rates, Adafactor with T5 settings, warm-up, checkpointing."""
+"""optim/param_groups.py (--param_group_lr) and the training features around it, as flags: per-regex learning
+rates, Adafactor with T5 settings, warm-up, clipping, gradient checkpointing."""
 import json
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
-from transformers import Seq2SeqTrainer, T5Config, T5ForConditionalGeneration
 from transformers.optimization import Adafactor
 
-from t5kit.config.checks import with_non_blocking_copies
 from t5kit.errors import UsageError
-from t5kit.model import building
 from t5kit.optim import param_groups
-from tests.helpers import pre_train, require, tiny_run_flags, training_args
-
-
-def tiny_model():
-    config = T5Config(vocab_size=64, d_model=16, d_ff=32, d_kv=8, num_layers=1, num_heads=2,
-                      decoder_start_token_id=0, pad_token_id=0)
-    return T5ForConditionalGeneration(config)
-
-
-class PositionBiasDtypeTest(absltest.TestCase):
-    """building.cast_position_bias_under_autocast: SDPA gets one dtype under autocast, fp32 is untouched; and the
-    mask SDPA gets has a contiguous last dimension. Both are conditions of SDPA's fused kernels: without either,
-    every T5 attention runs the unfused math path (transformers < 5.20 passed a permuted bias: 125 vs 102 ms per
-    t5-base step on an H100)."""
-
-    def test_sdpa_gets_the_query_dtype_under_autocast_and_fp32_is_unchanged(self):
-        torch.manual_seed(0)
-        model = T5ForConditionalGeneration(T5Config(vocab_size=128, d_model=64, d_ff=128, d_kv=16, num_layers=2,
-                                                    num_heads=4, decoder_start_token_id=0, pad_token_id=0)).eval()
-        ids, labels = torch.randint(2, 128, (4, 24)), torch.randint(2, 128, (4, 8))
-        mask = torch.ones_like(ids)
-        mask[1, 15:] = 0  # padding, so the mask is not all ones
-        seen, last_dim_strides = [], []
-        sdpa = torch.nn.functional.scaled_dot_product_attention
-
-        def recording_sdpa(query, key, value, attn_mask=None, **kwargs):
-            seen.append((query.dtype, attn_mask.dtype))
-            last_dim_strides.append(attn_mask.stride(-1))
-            return sdpa(query, key, value, attn_mask=attn_mask, **kwargs)
-
-        def logits(autocast):
-            seen.clear()
-            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
-                    mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", recording_sdpa):
-                return model(input_ids=ids, attention_mask=mask, labels=labels).logits.float()
-
-        fp32_before, bf16_before = logits(False), logits(True)
-        self.assertIn((torch.bfloat16, torch.float32), seen)  # the mismatch that keeps SDPA off its fused kernels
-        building.cast_position_bias_under_autocast(model)
-        fp32_after, bf16_after = logits(False), logits(True)
-        self.assertEqual(set(seen), {(torch.bfloat16, torch.bfloat16)})
-        self.assertEqual(len(seen), 3 * 2)  # encoder self, decoder self and cross attention in each of 2 layers
-        self.assertEqual(set(last_dim_strides), {1})
-        self.assertTrue(torch.equal(fp32_after, fp32_before))  # exact resume and CPU tests run fp32
-        # The bias is rounded to bf16 where the scores already are bf16: no worse than before against fp32.
-        error_before = (bf16_before - fp32_before).abs().mean()
-        error_after = (bf16_after - fp32_before).abs().mean()
-        self.assertLessEqual(float(error_after), 1.1 * float(error_before))
-
-
-class UnfusedAttentionWarningTest(parameterized.TestCase):
-    """building.warn_if_t5_attention_runs_unfused: an older transformers than requirements.txt asks for is named."""
-
-    @parameterized.named_parameters(("older", "5.17.0"), ("first_release_before", "5.19.2"))
-    def test_older_transformers_is_named_with_the_fix(self, version):
-        with self.assertLogs("t5kit.model.building", level="WARNING") as logs:
-            building.warn_if_t5_attention_runs_unfused(version)
-        self.assertEqual(len(logs.output), 1)
-        self.assertIn(f"transformers {version} gives SDPA a non-contiguous T5 position-bias mask", logs.output[0])
-        self.assertIn("pip install 'transformers>=5.20'", logs.output[0])
-
-    @parameterized.named_parameters(("first_fixed", "5.20.0"), ("newer", "5.23.0"), ("dev", "5.24.0.dev0"))
-    def test_fixed_transformers_is_quiet(self, version):
-        with self.assertNoLogs("modeling", level="WARNING"):
-            building.warn_if_t5_attention_runs_unfused(version)
-
-
-class NonBlockingCopiesTest(parameterized.TestCase):
-    """Batches go to the device with non-blocking copies by default: a blocking copy would wait for the steps queued
-    before it, one GPU sync per step (config/checks.with_non_blocking_copies)."""
-
-    def test_trainers_data_loader_copies_without_blocking_by_default(self):
-        trainer = Seq2SeqTrainer(model=tiny_model(), args=training_args(),
-                                 train_dataset=[{"input_ids": [5, 6, 1], "labels": [7, 1]}] * 4)
-        self.assertTrue(trainer.get_train_dataloader()._non_blocking)
-
-    @parameterized.named_parameters(
-        ("json_off", ["--accelerator_config", '{"non_blocking": false}'], False),
-        ("json_other_key", ["--accelerator_config", '{"even_batches": false}'], True),
-        ("nothing_pinned", ["--dataloader_pin_memory", "false"], False))  # HF warns against non_blocking unpinned
-    def test_a_value_the_user_sets_is_kept(self, argv, non_blocking):
-        self.assertEqual(training_args(*argv).accelerator_config.non_blocking, non_blocking)
-
-    def test_a_yaml_mapping_keeps_its_keys(self):
-        config = with_non_blocking_copies({"even_batches": False}, pin_memory=True)
-        self.assertEqual(config, {"non_blocking": True, "even_batches": False})
-
-    def test_bad_json_is_refused_naming_the_flag(self):
-        with self.assertRaisesRegex(UsageError, r"^--accelerator_config is not valid JSON \(.*\); pass a JSON "):
-            training_args("--accelerator_config", '{"non_blocking": tru}')
+from tests.helpers import pre_train, require, tiny_model, tiny_run_flags, training_args
 
 
 class ParamGroupsTest(parameterized.TestCase):

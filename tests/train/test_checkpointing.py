@@ -1,14 +1,10 @@
-"""train/checkpointing.py, checkpoint_manifest.py, nonfinite_guard.py, preemption.py: broken checkpoints are skipped or
-refused, rotation keeps the best and the resumed-from checkpoint, NaN losses stop or are skipped, SIGTERM/SIGUSR1
-save and exit cleanly."""
+"""train/checkpointing.py, checkpoint_manifest.py, nonfinite_guard.py: broken checkpoints are skipped or refused,
+rotation keeps the best and the resumed-from checkpoint, NaN losses stop or are skipped. (SIGTERM/SIGUSR1 and the
+requeue script: tests/launch/test_preemption.py.)"""
 import json
 import logging
 import math
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -18,7 +14,7 @@ from safetensors.torch import load_file
 
 from t5kit.errors import UsageError
 from t5kit.train import checkpoint_manifest, checkpointing, nonfinite_guard
-from tests.helpers import REPO, OneThreadTestCase, inf_gradient_at, nan_loss_at, pre_train, snapshot, tiny_run_flags
+from tests.helpers import OneThreadTestCase, inf_gradient_at, nan_loss_at, pre_train, snapshot, tiny_run_flags
 
 
 class BrokenCheckpointTest(OneThreadTestCase):
@@ -176,87 +172,6 @@ def damage_file(path, how):
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
-
-
-class PreemptionSignalTest(OneThreadTestCase):
-
-    @parameterized.parameters("SIGTERM", "SIGUSR1")
-    def test_signal_saves_a_checkpoint_and_exits_zero(self, name):
-        out = self.dir / "run"
-        argv = self.run_flags(out, max_steps=500, save_strategy="no")
-        env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-        process = subprocess.Popen([sys.executable, str(REPO / "pre_train_t5.py"), *argv], cwd=REPO, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        lines = []
-        for line in process.stdout:  # the first logged step: training is under way
-            lines.append(line)
-            if line.startswith("{'loss'"):
-                process.send_signal(getattr(signal, name))
-                break
-        lines += process.stdout.readlines()
-        self.assertEqual(process.wait(timeout=300), 0, "".join(lines[-30:]))
-        log = "".join(lines)
-        self.assertIn(f"received {name}: saving checkpoint-", log)
-        checkpoints = checkpoint_manifest.list_checkpoints(out)
-        self.assertLen(checkpoints, 1)
-        self.assertLess(checkpoint_manifest.checkpoint_step(checkpoints[0]), 500)
-        self.assertIsNone(checkpoint_manifest.find_problem(checkpoints[0]))
-        self.assertFalse((out / "model.safetensors").exists())  # stopped, not finished: no final model
-
-    def test_requeue_script_requeues_only_a_run_the_signal_stopped(self):
-        """slurm/requeue.sh around a real run, with stand-ins for scancel (forwards USR1 to the training process,
-        as SLURM does) and scontrol (records the requeue): USR1 to the batch shell stops the run with a checkpoint
-        and requeues the job; the requeued job (SLURM_RESTART_COUNT=1) resumes and finishes without requeueing.
-        A command that finishes on its own while the signal is handled is not requeued."""
-        out = self.dir / "run"
-        fake_bin, requeues = self.dir / "bin", self.dir / "requeues.log"
-        fake_bin.mkdir()
-        for name, body in (("scancel", f'pkill -USR1 -f -- "^{sys.executable} .*{out}" || true'),
-                           ("scontrol", f'echo "$*" >> {requeues}')):
-            (fake_bin / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
-            (fake_bin / name).chmod(0o755)
-        env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}", SLURM_JOB_ID="4242",
-                   SLURM_SUBMIT_DIR=str(self.dir), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-        harness = ('source slurm/requeue.sh; run() { "$@"; }; '
-                   'run_requeueable "$@" ${RESUME_FLAGS[@]+"${RESUME_FLAGS[@]}"}')
-
-        def batch_job(*command, restart=0):
-            return subprocess.Popen(["bash", "-c", harness, "job", *command], cwd=REPO,
-                                    env=dict(env, SLURM_RESTART_COUNT=str(restart)), stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
-
-        training = [sys.executable, str(REPO / "pre_train_t5.py"),
-                    *self.run_flags(out, max_steps=40, save_steps=100, save_total_limit=1)]
-        job = batch_job(*training)
-        lines = []
-        for line in job.stdout:  # the first logged step: training is under way, its handlers installed
-            lines.append(line)
-            if line.startswith("{'loss'"):
-                job.send_signal(signal.SIGUSR1)  # what SLURM sends the batch shell 300 s before the limit
-                break
-        lines += job.stdout.readlines()
-        self.assertEqual(job.wait(timeout=300), 0, "".join(lines[-30:]))
-        self.assertIn("requeueing job 4242", "".join(lines))
-        self.assertEqual(requeues.read_text(), "requeue 4242\n")
-        self.assertFalse((self.dir / ".t5-preempted-4242").exists())  # the marker is the script's to remove
-        [stopped] = checkpoint_manifest.list_checkpoints(out)
-
-        requeued = batch_job(*training, restart=1)
-        log = requeued.communicate(timeout=300)[0]
-        self.assertEqual(requeued.returncode, 0, log[-3000:])
-        self.assertRegex(log, rf"--resume_from_checkpoint auto: \S*{stopped.name}\b")
-        self.assertTrue((out / "model.safetensors").is_file())  # finished
-        self.assertEqual(requeues.read_text(), "requeue 4242\n")  # and not requeued again
-
-        # The command says when it runs (the trap is installed by then): signalled then, not after a guessed delay.
-        finishing = batch_job("bash", "-c", "echo command started; sleep 3")
-        started = finishing.stdout.readline()
-        self.assertEqual(started.strip(), "command started")
-        finishing.send_signal(signal.SIGUSR1)
-        log = started + finishing.communicate(timeout=60)[0]
-        self.assertEqual(finishing.returncode, 0, log)
-        self.assertIn("finished before the pre-emption signal stopped it: not requeueing", log)
-        self.assertEqual(requeues.read_text(), "requeue 4242\n")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,19 @@
 """predict_t5.py end to end on a tiny fine-tuned RTE model and a briefly pre-trained one: every input format, the
-model card's task, output in input order whatever the batches, rank scoring, span filling; and the inference and
-input helpers it is made of."""
+model card's task, output in input order whatever the batches, rank scoring, span filling. (Its helpers:
+tests/model/test_inference.py, tests/data/test_predict_inputs.py, tests/config/test_checks.py.)"""
 import csv
 import json
 import shutil
 import tempfile
 from pathlib import Path
-from unittest import mock
 
 import torch
 from absl.testing import absltest, parameterized
 from transformers import AutoTokenizer, T5ForConditionalGeneration
 
 from metrics import rank_label_words, score_label_words
-from t5kit.config import checks
 from t5kit.data import predict_inputs
 from t5kit.errors import UsageError
-from t5kit.model import inference
 from tests.helpers import (
     EVAL_ROWS,
     fine_tune,
@@ -181,58 +178,6 @@ class PredictEndToEndTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, message):
             predict(predict_flags(str(self.rte), str(path), str(self.dir / "out.jsonl"), **overrides))
         self.assertEqual(snapshot(self.dir), before)
-
-
-class PrecisionTest(parameterized.TestCase):
-    """--bf16 unset: on where the hardware computes bf16 (a GPU with bf16, a CPU with AVX512-BF16 or AMX)."""
-
-    @parameterized.parameters((None, True, True), (None, False, False), (False, True, False), (True, True, True))
-    def test_the_cpu_default_follows_its_bf16_instructions(self, flag, native, expected):
-        if torch.cuda.is_available():
-            self.skipTest("this machine has a GPU: the default follows the GPU")
-        with mock.patch.object(checks, "cpu_has_native_bf16", return_value=native):
-            for use_cpu in (True, False):  # no GPU: predicting runs on the CPU either way
-                self.assertIs(checks.inference_precision(flag, use_cpu), expected)
-
-
-class TaskChoiceTest(parameterized.TestCase):
-
-    def test_the_card_task_is_the_default_and_task_none_overrides_it(self):
-        card = {"tasks": ["glue/rte"]}
-        self.assertEqual(predict_inputs.resolve_task(None, card)["name"], "glue/rte")
-        self.assertIsNone(predict_inputs.resolve_task("none", card))
-        self.assertEqual(predict_inputs.resolve_task("boolq", card)["name"], "super_glue/boolq")
-        self.assertIsNone(predict_inputs.resolve_task(None, {}))
-
-    def test_a_multi_task_card_needs_task(self):
-        with self.assertRaisesRegex(UsageError, r"the model card lists 2 tasks \(glue/sst2, glue/rte\); pass --task"):
-            predict_inputs.resolve_task(None, {"tasks": ["glue/sst2", "glue/rte"]})
-
-    def test_a_yaml_declared_task_comes_back_from_the_card(self):
-        spec = {"task_type": "classification", "prefix": "triage:", "text_column_name": "text",
-                "label_column_name": "team", "labels": {"a": "billing", "b": "bugs"}, "metric_names": ["accuracy"],
-                "metric_to_optimize": "accuracy"}
-        task = predict_inputs.resolve_task(None, {"tasks": ["custom/triage"], "custom_tasks": {"custom/triage": spec}})
-        self.assertEqual((task["name"], task["prefix"], task["labels"]), ("custom/triage", "triage:", spec["labels"]))
-
-
-class InferenceTest(parameterized.TestCase):
-
-    def test_length_sorted_batches_longest_first_ties_in_input_order(self):
-        self.assertEqual(inference.length_sorted_batches([3, 7, 3, 9, 1], 2), [[3, 1], [0, 2], [4]])
-
-    def test_pad_batch_pads_to_the_batch_longest(self):
-        ids, mask = inference.pad_batch([[5, 6, 1], [7, 1]], pad_id=0, device="cpu")
-        self.assertEqual(ids.tolist(), [[5, 6, 1], [7, 1, 0]])
-        self.assertEqual(mask.tolist(), [[1, 1, 1], [1, 1, 0]])
-
-    @parameterized.named_parameters(
-        ("two_spans", "The <extra_id_0> walks in <extra_id_1> park.",
-         "<extra_id_0> big dog<extra_id_1> the<extra_id_2>", "The big dog walks in the park."),
-        ("a_span_missing", "A <extra_id_0> day <extra_id_1>.", "<extra_id_0> sunny", "A sunny day ."),
-        ("repeated_sentinel_keeps_the_first", "x <extra_id_0> y", "<extra_id_0> a <extra_id_0> b", "x a y"))
-    def test_fill_spans(self, text, prediction, filled):
-        self.assertEqual(predict_inputs.fill_spans(text, prediction), filled)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_tar
 from t5kit.data import corpus
 from t5kit.data.packed_stream import PackedWindowStream
 from t5kit.train.stream_resume import StreamPositionCollator
-from tests.helpers import read_paragraphs, require
+from tests.helpers import REPO, read_paragraphs, require
 
 WINDOW = 61  # a prime, so windows start at varying offsets inside documents
 NUM_FILES = 8
@@ -199,7 +199,7 @@ class ReadingAheadTest(StreamTestCase):
         closed = Path(self.create_tempdir().full_path) / "closed"
         child = textwrap.dedent(f"""
             import itertools, sys
-            sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+            sys.path.insert(0, {str(REPO)!r})
             from t5kit.data.packed_stream import PackedWindowStream
 
             class Documents:  # endless, as a streamed corpus seems to a run that stops at max_steps
