@@ -60,7 +60,12 @@ class DeepSpeedConfigTest(parameterized.TestCase):
         config = {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2, "gradient_clipping": 1.0,
                   "train_batch_size": 16, "zero_optimization": {"stage": 2}}
         args = training_args("--gradient_accumulation_steps", "2")
-        launch_checks.check_deepspeed_agrees(config, args, "ds.json")  # no error
+        launch_checks.check_deepspeed_agrees(config, args, "ds.json")  # raises UsageError on a disagreement
+        # Accepted because each concrete value agrees, not because it went unread: doubling any one is refused.
+        for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
+                    "train_batch_size"):
+            with self.subTest(key), self.assertRaisesRegex(UsageError, f"ds.json sets {key}={config[key] * 2}"):
+                launch_checks.check_deepspeed_agrees({**config, key: config[key] * 2}, args, "ds.json")
 
     @parameterized.named_parameters(
         ("not_json", "{stage: 2", "is not valid JSON"),
@@ -95,10 +100,13 @@ class DeepSpeedConfigTest(parameterized.TestCase):
     def test_deepspeed_under_a_launcher_or_with_mpi4py_is_accepted(self, env, local_rank, mpi4py):
         from t5kit.config import launch_checks
         args = SimpleNamespace(deepspeed="zero_stage2_config.json", local_rank=local_rank)
-        with mock.patch.dict(os.environ, env), mock.patch("importlib.util.find_spec", return_value=mpi4py):
+        with mock.patch.dict(os.environ, env), \
+                mock.patch("importlib.util.find_spec", return_value=mpi4py) as find_spec:
             if "LOCAL_RANK" not in env:
                 os.environ.pop("LOCAL_RANK", None)
-            launch_checks.check_deepspeed_launcher(args)  # no error
+            launch_checks.check_deepspeed_launcher(args)  # raises UsageError on refusal
+        # A launched process never looks for mpi4py; plain python accepts only once it has found it.
+        self.assertEqual(find_spec.call_args_list, [mock.call("mpi4py")] if mpi4py else [])
 
 
 class AccelerateAndPrecisionTest(parameterized.TestCase):

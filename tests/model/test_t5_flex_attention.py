@@ -189,8 +189,10 @@ class GpuGenerationTest(parameterized.TestCase):
         ("v100_left_idle_by_use_cpu", [("Tesla V100-SXM2-32GB", (7, 0))], True),
     )
     def test_ampere_or_newer_or_cpu_is_accepted(self, gpus, use_cpu):
-        with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=gpus):
-            t5_flex_attention.check_gpu_generation(use_cpu=use_cpu)  # raises on refusal
+        with mock.patch.object(t5_flex_attention, "visible_gpus", return_value=gpus) as visible_gpus:
+            t5_flex_attention.check_gpu_generation(use_cpu=use_cpu)  # raises UsageError on refusal
+        # --use_cpu leaves every GPU idle, so none is looked at; otherwise all of them are (ranks pick theirs later).
+        self.assertEqual(visible_gpus.call_count, 0 if use_cpu else 1)
 
     def test_visible_gpus_is_empty_without_cuda(self):
         with mock.patch.object(torch.cuda, "is_available", return_value=False):

@@ -55,7 +55,13 @@ class WordVectorsTest(parameterized.TestCase):
             check_flags(init, model, streaming)
 
     def test_random_init_is_never_refused(self):
-        check_flags("random", "t5-small", True)
+        """Random init takes any model and corpus flags, the very ones word vectors are refused with."""
+        for model, streaming in (("t5-small", False), (None, True), ("t5-small", True)):
+            with self.subTest(model=model, streaming=streaming):
+                self.assertIsNone(check_flags("random", model, streaming))
+                with self.assertRaises(UsageError):
+                    check_flags("word_vectors", model, streaming)
+        self.assertIsNone(check_flags("word_vectors", None, False))  # the one case word vectors take
 
 
 class InitEmbeddingsRunTest(TinyRunTestCase):
