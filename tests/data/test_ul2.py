@@ -4,6 +4,7 @@ and pre-training runs that resume bit for bit."""
 import copy
 
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
@@ -271,6 +272,7 @@ class ObjectiveFlagsTest(parameterized.TestCase):
         self.assertEqual(from_yaml.denoisers[0]["mode_token"], "[S2S]")
 
 
+@pytest.mark.slow  # pre-training runs, one resumed
 class PretrainObjectiveRunTest(OneThreadTestCase):
 
     def test_ul2_run_resumes_bit_identical(self):

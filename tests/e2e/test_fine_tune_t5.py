@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
+import pytest
 import yaml
 from absl.testing import absltest, parameterized
 from transformers import AutoTokenizer, GPT2Config, T5ForConditionalGeneration
@@ -42,6 +43,7 @@ def read_tsv(path):
         return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
+@pytest.mark.train_class  # one RTE fine-tune shared by the tests
 class FineTuneEndToEndTest(parameterized.TestCase):
     """One RTE fine-tune shared by the tests; evaluate-only and rank runs start from its saved model."""
 
@@ -169,6 +171,7 @@ class FineTuneEndToEndTest(parameterized.TestCase):
         self.assertEqual(texts, [p["prediction"] for p in predictions])
 
 
+@pytest.mark.slow  # a fine-tuning run per test
 class FineTuneVariantsTest(parameterized.TestCase):
 
     def setUp(self):
@@ -249,6 +252,7 @@ class ConfigFilesTest(parameterized.TestCase):
         self.assertEqual((task["name"], model_args.model_name_or_path), ("glue/sst2", "runs/bench_quality/pretrain"))
         self.assertEqual((training_args.max_steps, training_args.learning_rate, training_args.seed), (300, 1e-3, 1))
 
+    @pytest.mark.slow  # a fine-tuning run
     def test_quickstart_rte_config_runs(self):
         """configs/finetune_rte_quickstart.yaml on a tiny model built here (the quickstart's own model is a
         `make quickstart` away; this test needs none)."""
@@ -350,6 +354,7 @@ class FineTuneRefusalsTest(parameterized.TestCase):
             self.assert_refused(tiny_flags(str(self.out), attn_implementation="t5_flex", use_cpu=False),
                                 "--attn_implementation t5_flex needs an Ampere or newer GPU .* Tesla T4, is 7.5")
 
+    @pytest.mark.slow  # a second interpreter
     def test_command_line_exit_code_and_one_line_error(self):
         result = subprocess.run([sys.executable, str(REPO / "fine_tune_t5.py"), "--benchmark", "glue",
                                  "--dataset_name", "cola2", "--output_dir", str(self.out),

@@ -8,6 +8,7 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import pytest
 import torch
 import yaml
 from absl.testing import absltest, parameterized
@@ -26,6 +27,7 @@ def train_losses(output_dir):
     return [entry["loss"] for entry in history if "loss" in entry]
 
 
+@pytest.mark.slow  # one or two pre-training runs per test
 class PreTrainEndToEndTest(TinyRunTestCase):
 
     def test_tiny_run_writes_outputs_and_loss_falls(self):
@@ -202,6 +204,7 @@ class PreTrainRefusalsTest(TinyRunTestCase):
         self.assert_refused(tiny_run_flags(str(self.out), self.corpus, tokenizer_name_or_path=tokenizer_dir),
                             "lacks 100 of the 100 sentinel tokens .*first: <extra_id_0>")
 
+    @pytest.mark.slow  # a second interpreter
     def test_command_line_exit_code_and_one_line_error(self):
         config = self.dir / "bad.yaml"
         config.write_text("- not\n- a mapping\n")

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from transformers import AutoTokenizer, T5ForConditionalGeneration
@@ -25,6 +26,8 @@ from tests.helpers import (
     tiny_flags,
     tiny_run_flags,
 )
+
+pytestmark = pytest.mark.train_class  # fine-tunes and pre-trains the models it predicts with
 
 RTE_WORDS = {"entailment", "not_entailment"}
 

@@ -2,10 +2,13 @@
 import json
 from pathlib import Path
 
+import pytest
 from absl.testing import absltest
 
 from scripts import quickstart_corpus
 from tests.helpers import REPO, pre_train, train_tokenizer
+
+pytestmark = pytest.mark.slow  # builds a corpus and a tokenizer, then pre-trains
 
 
 class QuickstartTest(absltest.TestCase):

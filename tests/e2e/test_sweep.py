@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 import yaml
 from absl.testing import absltest, parameterized
 from optuna.trial import TrialState
@@ -51,6 +52,7 @@ def start_agent(sweep_file, *args):
                             text=True)
 
 
+@pytest.mark.sweep_agent  # a sweep of real pre-training trials
 class RealProgramSweepTest(parameterized.TestCase):
 
     def test_tiny_pretraining_sweep_writes_report(self):
@@ -88,6 +90,7 @@ class RealProgramSweepTest(parameterized.TestCase):
             self.assertTrue((trial_dir / "README.md").read_text().startswith("---\n"), trial_dir)
 
 
+@pytest.mark.sweep_agent  # agent processes sharing a study, one SIGKILLed
 class SharedStudyTest(parameterized.TestCase):
 
     @parameterized.named_parameters(("sqlite", "sqlite:///{}/sweep.db"), ("journal", "journal://{}/sweep.journal"))

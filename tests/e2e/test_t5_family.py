@@ -5,6 +5,7 @@ model) with a resume that ends bit-identical, and fine-tuned on RTE in the regis
 import json
 from pathlib import Path
 
+import pytest
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
@@ -23,6 +24,8 @@ from tests.helpers import (
     tiny_run_flags,
     train_tokenizer,
 )
+
+pytestmark = pytest.mark.train_class  # trains a tokenizer, then runs each family
 
 CLASSES = {"flan_t5": "T5ForConditionalGeneration", "mt5": "MT5ForConditionalGeneration",
            "umt5": "UMT5ForConditionalGeneration", "longt5_local": "LongT5ForConditionalGeneration",

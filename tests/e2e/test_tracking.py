@@ -3,11 +3,14 @@ import os
 from pathlib import Path
 from unittest import mock
 
+import pytest
 import yaml
 from absl.testing import absltest
 
 from t5kit.errors import UsageError
 from tests.helpers import pre_train, require, tiny_run_flags
+
+pytestmark = pytest.mark.slow  # a pre-training run per test
 
 SECRET = "hf_TopSecretToken123"
 

@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
 from tests.helpers import REPO, fine_tune, pre_train, require, tiny_flags, tiny_run_flags
+
+pytestmark = pytest.mark.launch  # every test runs two processes under torchrun or accelerate
 
 VENV_BIN = Path(sys.executable).parent
 STEPS = 4

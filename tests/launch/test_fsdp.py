@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
+import pytest
 import yaml
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
@@ -165,6 +166,7 @@ class FsdpConfigChecksTest(parameterized.TestCase):
                                                                    gradient_accumulation_steps=1, max_grad_norm=1.0))
 
 
+@pytest.mark.launch  # two processes under torchrun
 class FsdpOnCpuTest(TinyRunTestCase):
 
     def test_accelerate_keeps_cpu_processes_out_of_fsdp(self):

@@ -5,11 +5,14 @@ import os
 import subprocess
 import sys
 
+import pytest
 from absl.testing import absltest
 from safetensors.torch import load_file
 
 from t5kit.train import checkpoint_manifest
 from tests.helpers import REPO, TinyRunTestCase, tiny_flags, tiny_run_flags
+
+pytestmark = pytest.mark.kill  # SIGKILLs a real run five times and resumes it
 
 MAX_STEPS = 12
 

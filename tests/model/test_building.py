@@ -4,6 +4,7 @@ own values through save, load, resume and resize_token_embeddings, and --dropout
 SDPA gets T5's position bias in the query dtype under autocast, and an older transformers is named."""
 from unittest import mock
 
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
@@ -157,6 +158,7 @@ class ConfigOverridesTest(parameterized.TestCase):
             self.build("num_layers=4", model_name_or_path="google-t5/t5-small")
 
 
+@pytest.mark.slow  # trains, resumes and trains again
 class UntiedResumeTest(TinyRunTestCase):
     """A pre-training run of a v1.1 architecture (the t5-v1_1-small preset shrunk to test size) resumes from its
     checkpoint with the head untied, and its final model loads untied."""
@@ -175,6 +177,7 @@ class UntiedResumeTest(TinyRunTestCase):
         resume.check_checkpoint_fits(str(out / "checkpoint-4"), final)  # the same architecture: accepted
 
 
+@pytest.mark.slow  # a pre-training run
 class ConfigOverridesRunTest(TinyRunTestCase):
     """A pre-training run with --config_overrides saves the overridden shape, records the flag in config.yaml and
     names it in the model card."""

@@ -3,6 +3,7 @@ recorded, adapters saved in the run folder and loadable with PeftModel.from_pret
 model, rank scoring and evaluation as in full fine-tuning, and a resumed run bit-identical to an uninterrupted one."""
 import json
 
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from peft import PeftModel
@@ -90,6 +91,7 @@ class LoraModuleTest(parameterized.TestCase):
         self.assertEqual(from_flag.lora_target_modules, ["q", "k", "v"])
 
 
+@pytest.mark.slow  # fine-tuning runs, one resumed
 class LoraRunTest(OneThreadTestCase):
 
     def lora_flags(self, out, **extra):

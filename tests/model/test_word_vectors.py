@@ -1,6 +1,7 @@
 """model/word_vectors.py and --init_embeddings word_vectors: co-occurring words get close vectors, a new model
 starts from them (rows at the random init's scale), and the flag is refused where it cannot apply."""
 import numpy as np
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
@@ -64,6 +65,7 @@ class WordVectorsTest(parameterized.TestCase):
         self.assertIsNone(check_flags("word_vectors", None, False))  # the one case word vectors take
 
 
+@pytest.mark.slow  # two pre-training runs
 class InitEmbeddingsRunTest(TinyRunTestCase):
 
     def test_a_run_starts_from_word_vectors(self):

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
@@ -68,6 +69,7 @@ class ParamGroupsTest(parameterized.TestCase):
                          (1e-3, False, False, False))
 
 
+@pytest.mark.slow  # seven short pre-training runs
 class TrainingFeaturesEndToEndTest(absltest.TestCase):
 
     @classmethod

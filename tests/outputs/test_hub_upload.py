@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import huggingface_hub
+import pytest
 from absl.testing import absltest, parameterized
 from huggingface_hub.hf_api import DEFAULT_IGNORE_PATTERNS
 from huggingface_hub.utils import filter_repo_objects
@@ -44,6 +45,7 @@ def mocked_hub():
         yield api_class
 
 
+@pytest.mark.slow  # a real run per test
 class PushEndToEndTest(OneThreadTestCase):
 
     def push_flags(self, out, **overrides):

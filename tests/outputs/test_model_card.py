@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from absl.testing import absltest, parameterized
@@ -85,6 +86,7 @@ class CardTestCase(parameterized.TestCase):
         self.assertGreaterEqual(len([t for t in tokens if t.type == "table_open"]), 4)
 
 
+@pytest.mark.train_class  # fine-tunes in setUpClass
 class FineTuneCardTest(CardTestCase):
     sections = FINE_TUNE_SECTIONS
 
@@ -143,6 +145,7 @@ class ObjectiveTextTest(parameterized.TestCase):
         self.assertEqual("started from word vectors counted from the training corpus" in text, said)
 
 
+@pytest.mark.train_class  # pre-trains in setUpClass
 class PretrainCardTest(CardTestCase):
     sections = ["Results", "Model", "Data", "Objective", "Training", "Training results", "How to use", "Reproduce",
                 "Framework versions"]
@@ -190,6 +193,7 @@ class ObjectiveCardTestCase(CardTestCase):
                                  objective=cls.objective, eval_strategy="steps", eval_steps=2))
 
 
+@pytest.mark.train_class  # pre-trains in setUpClass
 class UL2CardTest(ObjectiveCardTestCase):
     objective = "ul2"
 
@@ -205,6 +209,7 @@ class UL2CardTest(ObjectiveCardTestCase):
         self.assertTrue(rows[-1][1].endswith(" | [S2S]"), rows[-1])
 
 
+@pytest.mark.train_class  # pre-trains in setUpClass
 class PrefixLMCardTest(ObjectiveCardTestCase):
     objective = "prefix_lm"
 

@@ -8,6 +8,7 @@ import re
 from types import SimpleNamespace
 from unittest import mock
 
+import pytest
 from absl.testing import absltest, parameterized
 
 from t5kit import cli
@@ -117,6 +118,7 @@ class RunLogHandlerTest(parameterized.TestCase):
         self.assertEqual((LINE.sub("", fresh), LINE.sub("", resumed)), ("fresh", "resumed"))
 
 
+@pytest.mark.slow  # pre-training runs, one resumed
 class RunLogEndToEndTest(OneThreadTestCase):
     """A tiny pre-training run, then its resume: out.log in the run folder, a marked boundary, no secret in any
     file of the folder."""

@@ -8,6 +8,7 @@ import shutil
 import types
 from pathlib import Path
 
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
@@ -17,6 +18,7 @@ from t5kit.train import checkpoint_manifest, checkpointing, nonfinite_guard
 from tests.helpers import OneThreadTestCase, inf_gradient_at, nan_loss_at, pre_train, snapshot, tiny_run_flags
 
 
+@pytest.mark.train_class  # pre-trains the checkpoints it breaks
 class BrokenCheckpointTest(OneThreadTestCase):
 
     @classmethod
@@ -92,6 +94,7 @@ FAULTS_AND_OPTIMIZERS = tuple((f"{fault}_{opt_name}", fault_at_call, what, optim
                               for fault, fault_at_call, what in FAULTS for opt_name, optim, stopped in OPTIMIZERS)
 
 
+@pytest.mark.slow  # a pre-training run per case
 class NonFiniteLossTest(OneThreadTestCase):
 
     @parameterized.named_parameters(*FAULTS_AND_OPTIMIZERS)

@@ -5,6 +5,7 @@ steps and what runs between them (fetching the next batch, copying it, callbacks
 import traceback
 from unittest import mock
 
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from torch.overrides import TorchFunctionMode
@@ -89,6 +90,7 @@ def run_recorded(recorder, trainer_cls, run):
     return recorder
 
 
+@pytest.mark.slow  # pre-training runs under a recorder
 class HostReadTest(OneThreadTestCase):
 
     def run_recorded(self, recorder=None, **flags):
@@ -122,6 +124,7 @@ class HostReadTest(OneThreadTestCase):
         self.assertEqual(recorder.deferred[-1], (2, 3, True))
 
 
+@pytest.mark.slow  # a fine-tuning run under a recorder
 class FineTuneHostReadTest(OneThreadTestCase):
     """Fine-tuning batches are padded. transformers reads the padding mask on the host in its SDPA mask function
     (padding_mask.all(), to drop a mask that masks nothing; skipped under torch.compile); t5_flex's mask function
