@@ -199,6 +199,7 @@ class BadInputTest(parameterized.TestCase):
         self.assert_refused(toy_space(), r"--storage sqlite:////proc/nope/x.db: cannot create folder /proc/nope",
                             extra=["--storage", "sqlite:////proc/nope/x.db"])
 
+    @pytest.mark.slow  # a second interpreter
     def test_help_prints_usage_and_exits_0(self):
         agent = start_agent(self.dir / "any.yaml", "--help")
         stdout, stderr = agent.communicate(timeout=AGENT_TIMEOUT_S)
@@ -221,6 +222,7 @@ class BadInputTest(parameterized.TestCase):
             run_sweep([str(path), "--trials", "3", "--output_dir", str(self.dir / "out")])
         self.assertEqual([t.state for t in load_trials(self.dir / "out")], [TrialState.FAIL])
 
+    @pytest.mark.slow  # a second interpreter
     def test_command_line_exit_code_and_one_line_error(self):
         path = write_sweep(self.dir, toy_space(), method="hyperopt")
         agent = start_agent(path, "--trials", 2)

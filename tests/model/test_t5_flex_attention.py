@@ -5,6 +5,7 @@ import copy
 import types
 from unittest import mock
 
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from torch.nn.attention.flex_attention import flex_attention
@@ -32,6 +33,7 @@ def batch(padded):
     return ids, (mask if padded else None), labels
 
 
+@pytest.mark.slow  # torch.compile of a model (unpadded_compiled) builds Inductor kernels
 class SameFunctionAsSdpaTest(parameterized.TestCase):
 
     @parameterized.named_parameters(

@@ -6,6 +6,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+import pytest
 import sentencepiece
 import transformers
 from absl.testing import absltest, parameterized
@@ -158,6 +159,7 @@ class BadInputTest(parameterized.TestCase):
             train_tokenizer(argv + [arg.format(tmp=self.tmp) for arg in extra])
         self.assertEqual(snapshot(self.tmp), before)
 
+    @pytest.mark.slow  # a second interpreter
     def test_non_empty_output_exits_2(self):
         before = snapshot(self.tmp)
         result = subprocess.run(
@@ -168,6 +170,7 @@ class BadInputTest(parameterized.TestCase):
                          f"error: --output_dir {self.out} is not empty; use --overwrite_output_dir to replace it")
         self.assertEqual(snapshot(self.tmp), before)
 
+    @pytest.mark.slow  # a second interpreter
     def test_output_in_proc_exits_2(self):
         result = subprocess.run(
             [sys.executable, str(REPO / "train_tokenizer.py"), "--train_files", str(self.text),
