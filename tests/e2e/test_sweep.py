@@ -108,6 +108,7 @@ class SharedStudyTest(parameterized.TestCase):
         self.assertEqual({t.state for t in trials}, {TrialState.COMPLETE})  # a rerun trial would FAIL (mkdir)
         self.assertLen(list((folder / "out" / "trials").iterdir()), 6)
 
+    @pytest.mark.kill  # SIGKILLs an agent mid-trial
     def test_killed_agent_resumes_and_fails_its_running_trial(self):
         folder = Path(self.create_tempdir().full_path)
         path = write_sweep(folder, toy_space(evals=3, sleep_s=1.0))
