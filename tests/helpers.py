@@ -174,6 +174,15 @@ def random_word_ids(count, num_words=32000, seed=0):
     return 3 + np.minimum(rng.zipf(1.2, size=count) - 1, num_words - 4)
 
 
+def tiny_model():
+    """A random one-layer T5 (64-word vocabulary, 16 wide) for optimizer and trainer tests that never tokenize."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(vocab_size=64, d_model=16, d_ff=32, d_kv=8, num_layers=1, num_heads=2,
+                      decoder_start_token_id=0, pad_token_id=0)
+    return T5ForConditionalGeneration(config)
+
+
 def save_tiny_t5(folder):
     """A random t5-tiny with the real T5 tokenizer saved in `folder` (a base model for LoRA and loading tests)."""
     from t5kit.model import building

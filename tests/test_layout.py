@@ -57,6 +57,8 @@ def module_name(path):
 
 LIBRARY = sorted(REPO.glob("t5kit/**/*.py")) + [REPO / name for name in ("constants.py", "data_collator.py",
                                                                          "metrics.py")]
+# Every test module and helper, in tests/ and its layer folders (tests/data/test_corpus.py, tests/e2e/...).
+TEST_FILES = sorted(REPO.glob("tests/**/*.py"))
 
 
 class LayoutTest(parameterized.TestCase):
@@ -102,7 +104,7 @@ class LayoutTest(parameterized.TestCase):
         """Entry scripts are run, never imported: the package, benches, helper scripts and test modules import
         the package. The one exception is tests/helpers.entry_main, which end-to-end tests call main() through."""
         files = [*LIBRARY, *REPO.glob("*.py"), *REPO.glob("bench/*.py"), *REPO.glob("scripts/*.py"),
-                 *(p for p in REPO.glob("tests/*.py") if p.name != "helpers.py")]
+                 *(p for p in TEST_FILES if p.name != "helpers.py")]
         for path in files:
             self.assertEmpty(set(ENTRY_SCRIPTS) & imported_modules(path), path.relative_to(REPO))
 
@@ -113,10 +115,10 @@ class LayoutTest(parameterized.TestCase):
             self.assertIn("main", [n.name for n in tree.body if isinstance(n, ast.FunctionDef)], name)
 
     def test_no_test_module_imports_another(self):
-        for path in REPO.glob("tests/*.py"):
+        for path in TEST_FILES:
             others = [n for n in imported_modules(path) if n.split(".")[-1].startswith("test_")
-                      or n.startswith("tests.test_")]
-            self.assertEmpty(others, path.name)
+                      or (n.startswith("tests.") and n.split(".")[1] != "helpers")]
+            self.assertEmpty(others, path.relative_to(REPO))
 
     def test_the_readme_is_a_front_door_whose_links_resolve(self):
         readme = (REPO / "README.md").read_text()

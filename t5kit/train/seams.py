@@ -3,7 +3,7 @@
 The mixins override private Seq2SeqTrainer methods (PRIVATE_HOOKS) and GroupedAdafactor calls one private
 Adafactor helper. A transformers release that renamed one would silently switch off atomic checkpoints or the
 non-finite guard, so requirements.txt bounds transformers above by the newest release the suite passed on,
-tests/test_seams.py checks that every hook still exists with the parameters we call it with, and a run on a
+tests/train/test_seams.py checks that every hook still exists with the parameters we call it with, and a run on a
 version outside TESTED_VERSIONS logs a warning naming it. accelerate and deepspeed are used through their public
 API only: they get no upper bound, but a warning all the same, as the Trainer leans on both. One seam lies outside
 the Trainer: ctranslate2's TransformersConverter reads our saved models with transformers (export_t5.py), so

@@ -1,0 +1,151 @@
+"""Two CPU processes (gloo) reach the loss curve of one process at the same global batch and seed: DDP through
+torchrun and accelerate, and DeepSpeed ZeRO-2/ZeRO-3 (which run on CPU under torchrun)."""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from absl.testing import absltest, parameterized
+from safetensors.torch import load_file
+
+from tests.helpers import REPO, fine_tune, pre_train, require, tiny_flags, tiny_run_flags
+
+pytestmark = pytest.mark.launch  # every test runs two processes under torchrun or accelerate
+
+VENV_BIN = Path(sys.executable).parent
+STEPS = 4
+CAUSE_MARKERS = re.compile(r"Error|error:|terminate called|Traceback|Signal \d+|exitcode")
+
+
+def free_port():
+    """A TCP port nothing listens on now (the kernel picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
+    """Runs an entry script under a launcher with 2 CPU processes; returns the completed process."""
+    port = free_port()  # a fresh one per launch: the last launch's port may still be held by the kernel
+    env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT=port)
+    commands = {
+        "torchrun": [str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", port],
+        # `accelerate launch --cpu --num_processes 2` silently starts one process; --multi_gpu starts two,
+        # and --use_cpu true in our flags keeps them on the CPU (gloo).
+        # DeepSpeed's own launcher runs on CPU too (it passes --local_rank=N, which our flags accept).
+        "deepspeed": [str(VENV_BIN / "deepspeed"), "--num_gpus", "2", "--master_port", port],
+        # accelerate with a DeepSpeed config: the JSON comes from the launcher, not from --deepspeed.
+        "accelerate_zero2": [str(VENV_BIN / "accelerate"), "launch", "--use_deepspeed", "--deepspeed_config_file",
+                             str(REPO / "zero_stage2_config.json"), "--num_processes", "2", "--num_machines", "1",
+                             "--main_process_port", port],
+        "accelerate": [str(VENV_BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
+                       "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                       "--main_process_port", port],
+    }
+    result = subprocess.run([*commands[launcher], str(REPO / script), *argv], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        # The launcher's summary fills the tail; the lines that say what went wrong may be far above it.
+        causes = [line for line in result.stderr.splitlines() if CAUSE_MARKERS.search(line)]
+        raise AssertionError(f"{launcher} failed ({result.returncode}); lines naming the cause:\n"
+                             + "\n".join(causes[-20:]) + f"\n... stderr tail:\n{result.stderr[-3000:]}")
+    return result
+
+
+def losses(output_dir):
+    history = json.loads((Path(output_dir) / "metrics.json").read_text())["log_history"]
+    return [entry["loss"] for entry in history if "loss" in entry]
+
+
+class TwoProcessEquivalenceTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.corpus = str(require("gutenberg/austen-persuasion.txt"))
+        cls.work = Path(absltest.get_default_test_tmpdir()) / "distributed"
+        single = cls.work / "single"
+        if not (single / "metrics.json").exists():
+            pre_train(tiny_run_flags(str(single), cls.corpus, max_steps=STEPS, overwrite_output_dir=True))
+        cls.single_losses = losses(single)
+
+    def two_process_flags(self, name, **overrides):
+        out = self.work / name
+        return out, tiny_run_flags(str(out), self.corpus, max_steps=STEPS, per_device_train_batch_size=2,
+                                   ddp_find_unused_parameters=False, overwrite_output_dir=True, **overrides)
+
+    @parameterized.named_parameters(("torchrun", "torchrun"), ("accelerate", "accelerate"))
+    def test_ddp_matches_one_process(self, launcher):
+        out, argv = self.two_process_flags(f"ddp_{launcher}")
+        result = launch(launcher, argv)
+        self.assertIn("process rank 1 of 2", result.stdout + result.stderr)
+        self.assertIn("global batch 4 = 2 per device x 1 accumulation x 2 processes", result.stdout)
+        np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-4)
+
+    @parameterized.named_parameters(("zero2_torchrun", "zero_stage2_config.json", "torchrun"),
+                                    ("zero3_torchrun", "zero_stage3_config.json", "torchrun"),
+                                    ("zero2_deepspeed_launcher", "zero_stage2_config.json", "deepspeed"))
+    def test_deepspeed_matches_one_process(self, config, launcher):
+        out, argv = self.two_process_flags(f"{Path(config).stem}_{launcher}", deepspeed=str(REPO / config))
+        launch(launcher, argv)
+        np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
+
+    def test_accelerate_with_deepspeed_config_matches_one_process(self):
+        out, argv = self.two_process_flags("accelerate_zero2")
+        result = launch("accelerate_zero2", argv)
+        self.assertIn("process rank 1 of 2", result.stdout + result.stderr)
+        np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
+
+
+class StreamingTwoProcessResumeTest(absltest.TestCase):
+
+    def test_streaming_ddp_resumes_at_the_window_all_ranks_reached(self):
+        """Rank 0 reads each stream batch for both ranks (accelerate dispatches it) and trains on its first half;
+        the checkpoint must record the highest window of either rank. A constant learning rate lets a run stopped
+        at step 2 and resumed to step 4 be compared bit for bit with a run of 4 steps."""
+        work = Path(self.create_tempdir().full_path)
+        corpus = str(require("gutenberg/austen-persuasion.txt"))
+
+        def stream_flags(out, steps, **extra):
+            return tiny_run_flags(str(work / out), corpus, streaming=True, max_steps=steps, save_strategy="steps",
+                                  save_steps=2, per_device_train_batch_size=2, lr_scheduler_type="constant",
+                                  ddp_find_unused_parameters=False, **extra)
+
+        launch("torchrun", stream_flags("plain", 4))
+        launch("torchrun", stream_flags("resumed", 2))
+        position = json.loads((work / "resumed/checkpoint-2/stream_position.json").read_text())
+        self.assertEqual(position["window"], 8)  # 2 steps x 2 windows x 2 ranks
+        result = launch("torchrun", stream_flags("resumed", 4, resume_from_checkpoint="auto"))
+        self.assertIn("stream resumes at window 8 (epoch 0)", result.stdout + result.stderr)
+        expected = load_file(work / "plain/model.safetensors")
+        got = load_file(work / "resumed/model.safetensors")
+        for name, tensor in expected.items():
+            self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")
+
+
+class FineTuneTwoProcessTest(absltest.TestCase):
+
+    def test_ddp_fine_tuning_matches_one_process(self):
+        """SST-2's label words are both 2 tokens with EOS, so the mean of per-process mean losses equals the mean
+        over the global batch exactly (with targets of different lengths DDP weighs each process equally, as
+        plain PyTorch DDP does). Random batches: length buckets are cut per device, so they differ by design."""
+        work = Path(self.create_tempdir().full_path)
+
+        def run_flags(out, batch):
+            return tiny_flags(str(work / out), dataset_name="sst2", data_dir=[str(require("glue/SST-2"))],
+                              per_device_train_batch_size=batch, train_sampling_strategy="random",
+                              eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
+                              do_eval=False, ddp_find_unused_parameters=False)
+
+        fine_tune(run_flags("single", 4))
+        launch("torchrun", run_flags("ddp", 2), script="fine_tune_t5.py")
+        np.testing.assert_allclose(losses(work / "ddp"), losses(work / "single"), rtol=1e-4)
+
+
+if __name__ == "__main__":
+    absltest.main()
