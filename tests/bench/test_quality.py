@@ -5,6 +5,7 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
@@ -71,6 +72,7 @@ class TaskAdaptiveCorpusTest(parameterized.TestCase):
             self.assertEqual(write_texts.call_count, 3 if task_adaptive else 0)  # sst2, rte, cola by default
 
 
+@pytest.mark.slow  # two real pre-training runs
 class WordVectorsArmTest(parameterized.TestCase):
     """The third arm: the pre-trained model's starting point (its word vectors, its seed) with no span-corruption
     update, so the report can say what span corruption adds."""

@@ -5,6 +5,7 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
 from absl.testing import absltest, parameterized
 
 from t5kit.outputs import atomic_files
@@ -53,6 +54,7 @@ class AtomicWriteModeTest(UmaskTestCase):
         self.assertEqual(sorted(p.name for p in self.dir.iterdir()), ["a.json", "b.json"])  # no temporary left
 
 
+@pytest.mark.slow  # real tiny runs, their folders' modes under two umasks
 class RunFolderModeTest(UmaskTestCase):
     """Every file and folder of real tiny run folders, checkpoints included."""
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from absl.testing import absltest, parameterized
 
 from tests.helpers import REPO, require
@@ -16,6 +17,7 @@ SECTIONS = ("environment", "throughput_eager_sdpa", "throughput_compiled_sdpa", 
             "inference", "quality")
 
 
+@pytest.mark.launch  # the dry run starts a process per section, torchrun and accelerate among them
 class GpuCheckDryRunTest(parameterized.TestCase):
 
     @classmethod

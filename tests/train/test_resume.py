@@ -13,6 +13,7 @@ from unittest import mock
 
 import torch
 import transformers
+import pytest
 from absl.testing import absltest, parameterized
 
 from t5kit.train import checkpointing, resume
@@ -35,6 +36,7 @@ def flags_of(**values):
                                     "max_steps": -1, "num_train_epochs": 3.0, **values})
 
 
+@pytest.mark.train_class  # a run to step 20 in setUpClass
 class FinishedRunTest(OneThreadTestCase):
     """One run to --max_steps 20 (checkpoint-10, checkpoint-20, the final model and metrics.json), reused by each
     test through a copy."""
@@ -96,6 +98,7 @@ class FinishedRunTest(OneThreadTestCase):
         self.assertEqual(Path(point.checkpoint).name, "checkpoint-20")
 
 
+@pytest.mark.slow  # real runs
 class FinishedEpochRunTest(OneThreadTestCase):
 
     def test_a_run_of_one_and_a_half_epochs_is_finished_by_its_epoch(self):

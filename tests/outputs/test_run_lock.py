@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from unittest import mock
 
+import pytest
 from absl.testing import absltest, parameterized
 
 from t5kit import cli
@@ -70,6 +71,7 @@ def write_a_run(folder):
     (folder / "out.log").write_text("step 10\n")
 
 
+@pytest.mark.kill  # a holder process SIGKILLed, real runs refused
 class SecondRunTest(OneThreadTestCase):
 
     @parameterized.named_parameters(
@@ -174,6 +176,7 @@ class LockTest(parameterized.TestCase):
         self.assertTrue(run_lock.is_same_file(fd, path))
 
 
+@pytest.mark.launch  # torchrun with 2 ranks
 class TorchrunRefusalTest(OneThreadTestCase):
 
     def test_every_rank_refuses_with_exit_2_and_no_hang(self):

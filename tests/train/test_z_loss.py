@@ -7,6 +7,7 @@ from unittest import mock
 
 import matplotlib.axes
 import torch
+import pytest
 from absl.testing import absltest, parameterized
 from datasets import Dataset
 from transformers import T5Config, T5ForConditionalGeneration
@@ -107,6 +108,7 @@ class ZLossTrainerTest(OneThreadTestCase):
         self.assertAlmostEqual(line["loss"], output.loss.item() + term, delta=1e-5)
 
 
+@pytest.mark.slow  # real pre-training and fine-tuning runs
 class ZLossRunTest(OneThreadTestCase):
     """Both entry scripts: the term in each log line, metrics.json, config.yaml and the loss curve; a resumed run
     logs exactly what an uninterrupted one does; without the flag nothing changes."""

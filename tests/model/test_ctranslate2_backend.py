@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import torch
+import pytest
 from absl.testing import absltest, parameterized
 
 from t5kit.data import predict_inputs, task_format
@@ -93,6 +94,7 @@ class ConverterSeamTest(absltest.TestCase):
         torch.testing.assert_close(scores.float(), expected, atol=1e-4, rtol=1e-5)
 
 
+@pytest.mark.train_class  # trains a tiny model in setUpClass, then predicts 7 dev sets twice
 class ParityTest(parameterized.TestCase):
     """float32 CTranslate2 predicts what the torch predictor predicts, on the first DEV_ROWS rows of every GLUE dev
     set in ../shared/data (not all rows: CI time), with a tiny model trained a few hundred steps on a GLUE mixture,
@@ -169,6 +171,7 @@ def export(argv):
     return entry_main("export_t5")(argv)
 
 
+@pytest.mark.slow  # real exports of a saved model
 class ExportTest(parameterized.TestCase):
     """export_t5.py on a tiny random model: the folder, its record and probe, the card, no silent overwrite; and
     predict_t5.py --backend ctranslate2 on it: the torch backend's rows, the fresh export used, a stale one not."""
