@@ -21,7 +21,7 @@ from t5kit.config import parsing
 from t5kit.config.export_arguments import ExportArguments
 from t5kit.data import predict_inputs
 from t5kit.model import building, ctranslate2_backend, inference
-from t5kit.outputs import export_record, hub_upload, model_card, run_logging
+from t5kit.outputs import export_record, hub_upload, log_setup, model_card
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def main(argv=None):
     (args,) = parsing.parse_flags((ExportArguments,), sys.argv[1:] if argv is None else argv)
 
     # 2. Logging (the console; the export folder holds its record, no run log)
-    run_logging.setup_console_logging()
+    log_setup.setup_console_logging()
 
     # 3. What CTranslate2 can take: installed, a model family it converts (LoRA adapters: merge first), a weight
     #    type this machine computes. All refused before anything is written.

@@ -22,11 +22,11 @@ from transformers import set_seed
 from t5kit import cli
 from t5kit.config import parsing
 from t5kit.config.programs import FINETUNE_FLAG_CLASSES
-from t5kit.data import task_data
+from t5kit.data import task_splits
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora
 from t5kit.optim import param_groups
-from t5kit.outputs import (finetuning_card, hub_upload, model_card, run_folder, run_lock, run_log, run_logging,
+from t5kit.outputs import (finetuning_card, hub_upload, log_setup, model_card, out_log, run_folder, run_lock,
                            run_record, run_start)
 from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
@@ -44,8 +44,8 @@ def main(argv=None):
     # any model or data is loaded. The run record is taken then, and no flag changes after it.
     argv = sys.argv[1:] if argv is None else list(argv)
     model_args, data_args, training_args = flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
-    tasks = task_data.resolve_tasks(data_args)
-    plans = task_data.plan_splits(tasks, data_args, training_args)
+    tasks = task_splits.resolve_tasks(data_args)
+    plans = task_splits.plan_splits(tasks, data_args, training_args)
     task_setup.turn_off_evaluation_without_splits(training_args, plans)
     best_metric = task_setup.choose_best_model_metric(training_args, plans)
     task_setup.check_model_to_evaluate(model_args, training_args)
@@ -53,7 +53,7 @@ def main(argv=None):
     record = run_record.flag_values(flags)
 
     # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
-    run_logging.setup_logging(training_args)
+    log_setup.setup_logging(training_args)
     seams.warn_on_untested_versions()
     hub_upload.warn_if_no_token(training_args)
     task_setup.check_label_scoring(data_args, tasks)
@@ -83,17 +83,17 @@ def main(argv=None):
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
     # 6. Data: rows -> "prefix field: value ..." -> ids; unknown labels, missing columns, empty splits refused.
-    splits = task_data.build_task_splits(plans, data_args, training_args, tokenizer, model_args.cache_dir)
+    splits = task_splits.build_task_splits(plans, data_args, training_args, tokenizer, model_args.cache_dir)
     train_dataset, mixing_rates = build_train_dataset(splits["train"], data_args, training_args.seed)
     # Saved with the model, so that a plain model.generate() decodes as far as evaluation does (+1: the decoder
     # start token counts towards max_length).
     model.generation_config.max_length = 1 + max(split.max_target_length for role in splits.values()
                                                  for split in role)
-    tokens_per_example = task_data.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"])
+    tokens_per_example = task_splits.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"])
     derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model),
                                         model.config.dropout_rate,
                                         trainable_parameters=lora.trainable_parameters(model))
-    run_logging.log_run_summary(record, derived)
+    log_setup.log_run_summary(record, derived)
 
     # 7. Collator: each batch padded to its own longest row (dynamic padding; labels padded with -100).
     mixed_precision = training_args.bf16 or training_args.fp16
@@ -136,7 +136,7 @@ def main(argv=None):
         if training_args.push_to_hub:
             hub_upload.push_run_folder(training_args, f"End of training (fine_tune_t5.py, step "
                                                       f"{trainer.state.global_step})")
-    run_log.close_run_log()
+    out_log.close_run_log()
     return results
 
 

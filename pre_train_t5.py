@@ -18,7 +18,7 @@ from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus, ul2
 from t5kit.model import building, word_vectors
 from t5kit.optim import param_groups
-from t5kit.outputs import (hub_upload, model_card, pretraining_card, run_folder, run_lock, run_log, run_logging,
+from t5kit.outputs import (hub_upload, log_setup, model_card, out_log, pretraining_card, run_folder, run_lock,
                            run_record, run_start)
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
@@ -53,7 +53,7 @@ def main(argv=None):
         tokens_length, target_length = ul2.mixture_lengths(span_args.input_length, denoisers)
 
     # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
-    run_logging.setup_logging(training_args)
+    log_setup.setup_logging(training_args)
     seams.warn_on_untested_versions()
     hub_upload.warn_if_no_token(training_args)
 
@@ -77,7 +77,7 @@ def main(argv=None):
                                         building.count_parameters(model), model.config.dropout_rate,
                                         tokens_length=tokens_length,
                                         input_length=span_args.input_length, target_length=target_length)
-    run_logging.log_run_summary(record, derived)
+    log_setup.log_run_summary(record, derived)
 
     # 6. Data: documents -> token ids -> windows of exactly tokens_length.
     train_dataset, eval_dataset, corpus_counts = corpus.build_pretraining_datasets(
@@ -129,7 +129,7 @@ def main(argv=None):
         if training_args.push_to_hub:
             hub_upload.push_run_folder(training_args, f"End of training (pre_train_t5.py, step "
                                                       f"{trainer.state.global_step})")
-    run_log.close_run_log()
+    out_log.close_run_log()
     return metrics
 
 

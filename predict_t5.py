@@ -23,7 +23,7 @@ from t5kit.config import parsing
 from t5kit.config.programs import PREDICT_FLAG_CLASSES
 from t5kit.data import predict_inputs
 from t5kit.model import building, ctranslate2_backend, inference
-from t5kit.outputs import export_record, model_card, run_logging
+from t5kit.outputs import export_record, log_setup, model_card
 from t5kit.outputs.predictions import write_predict_file
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def main(argv=None):
     (args,) = parsing.parse_flags(PREDICT_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
 
     # 2. Logging (the console; predicting writes one file, no run folder)
-    run_logging.setup_console_logging()
+    log_setup.setup_console_logging()
 
     # 3. Task: --task, else the one the model card records; without one the inputs are fed as they are.
     card = model_card.read_card_section(args.model_name_or_path)

@@ -4,7 +4,7 @@
     .venv/bin/python bench/padding.py --batch_size 128
 
 The rows are the real GLUE training sets in ../shared/data (CoLA, SST-2, MRPC, STS-B, RTE, WNLI), formatted and
-tokenised by task_data.py with the T5 vocabulary and mixed examples-proportionally by task_mixture.py, as a
+tokenised by task_splits.py with the T5 vocabulary and mixed examples-proportionally by task_mixture.py, as a
 multi-task run trains on them. Both arms pad each batch to its own longest input and target (dynamic padding, what
 the collator does); they differ only in the order: Trainer's RandomSampler vs the LengthGroupedSampler that HF's
 `--train_sampling_strategy group_by_length` uses (our default, length_buckets, pads least). The figure is padded
@@ -25,7 +25,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from t5kit.config.finetune_arguments import FineTuneDataArguments  # noqa: E402
-from t5kit.data import task_data  # noqa: E402
+from t5kit.data import task_splits  # noqa: E402
 from t5kit.data.task_format import get_task_vals  # noqa: E402
 from t5kit.data.task_mixture import mix_task_datasets  # noqa: E402
 from t5kit.model import building  # noqa: E402
@@ -42,7 +42,7 @@ def load_mixture(tokenizer):
     glue_dir = SHARED_DATA / "glue"
     data_args = FineTuneDataArguments(tasks=",".join(f"glue/{task}" for task in GLUE_TASKS),
                                       data_dir=[str(glue_dir)], max_source_length=MAX_SOURCE_LENGTH)
-    splits = [task_data.build_task_split(task_data.SplitPlan(get_task_vals("glue", task), "train",
+    splits = [task_splits.build_task_split(task_splits.SplitPlan(get_task_vals("glue", task), "train",
                                                                        "train", task), data_args, tokenizer)
               for task in GLUE_TASKS]
     mixture, _ = mix_task_datasets([split.dataset for split in splits], list(GLUE_TASKS), data_args.mixture_cap,

@@ -74,11 +74,11 @@ class LayoutTest(parameterized.TestCase):
                          f"{module_name(path)} ({layer_of(module_name(path))}) imports a higher or sibling layer")
 
     @parameterized.named_parameters(
-        ("data_imports_metrics", "t5kit.data.task_data", "from metrics import parse_label"),
+        ("data_imports_metrics", "t5kit.data.task_splits", "from metrics import parse_label"),
         ("metrics_imports_model", "metrics", "from t5kit.model.inference import score_label_words"),
         ("model_imports_optim", "t5kit.model.building", "import t5kit.optim.selection"),
         ("model_imports_outputs", "t5kit.model.tokenizer_training", "from t5kit.outputs import run_folder"),
-        ("outputs_imports_train", "t5kit.outputs.run_log", "from t5kit.train.callbacks import LossLogCallback"),
+        ("outputs_imports_train", "t5kit.outputs.out_log", "from t5kit.train.callbacks import LossLogCallback"),
         ("sweep_imports_train", "t5kit.sweep.trial", "from t5kit.train import seams"),
         ("train_imports_cli", "t5kit.train.callbacks", "from t5kit.cli import run_cli"),
         ("config_imports_data", "t5kit.config.checks", "import data_collator"))

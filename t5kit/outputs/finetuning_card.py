@@ -12,7 +12,7 @@ from t5kit.outputs.model_card import (CARD_SECTION, PIPELINE_TAG, base_model, ca
                                       hf_training_sections, markdown_table, metric_text, model_location, model_table,
                                       render, reproduce_commands, usage_python, versions_list)
 from t5kit.outputs.run_folder import LOSS_CURVE_FILE
-from t5kit.outputs.run_log import secret_values
+from t5kit.outputs.out_log import secret_values
 
 MODEL_INDEX_TASK_TYPES = {"classification": "text-classification", "regression": "text-classification"}
 BENCHMARK_TASK_TYPES = {"summarization": "summarization", "translation": "translation"}

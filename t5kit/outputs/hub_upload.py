@@ -29,7 +29,7 @@ from huggingface_hub.errors import HTTPError
 from t5kit.errors import UsageError
 from t5kit.outputs.export_record import EXPORT_DIR, RECORD_FILE
 from t5kit.outputs.run_folder import CONFIG_FILE, LOSS_CURVE_FILE, METRICS_FILE, MODEL_CARD_FILE
-from t5kit.outputs.run_log import mask_secrets, secret_values
+from t5kit.outputs.out_log import mask_secrets, secret_values
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from t5kit.outputs.model_card import (CARD_SECTION, PIPELINE_TAG, base_model, ca
                                       hf_training_sections, markdown_table, metric_text, model_location, model_table,
                                       render, reproduce_commands, usage_python, versions_list)
 from t5kit.outputs.run_folder import LOSS_CURVE_FILE
-from t5kit.outputs.run_log import secret_values
+from t5kit.outputs.out_log import secret_values
 
 SPAN_FILLING_EXAMPLE = "The <extra_id_0> walks in <extra_id_1> park."
 PREFIX_EXAMPLE = "The dog walks in the"  # a prefix-LM model continues a text; it never saw a sentinel

@@ -3,7 +3,7 @@ checked (so a refused run leaves its output folder as it was), and the arguments
 
     record, trainer_args = run_start.start_run_outputs(training_args, record, derived, resume_point.checkpoint)
 """
-from t5kit.outputs import hub_upload, run_log, run_record
+from t5kit.outputs import hub_upload, out_log, run_record
 
 
 def start_run_outputs(training_args, record, derived, checkpoint):
@@ -14,5 +14,5 @@ def start_run_outputs(training_args, record, derived, checkpoint):
     record = {**record, run_record.DERIVED_KEY: derived}
     if training_args.should_save:
         run_record.write_run_record(training_args.output_dir, record)
-    run_log.open_run_log(training_args, checkpoint)
+    out_log.open_run_log(training_args, checkpoint)
     return record, hub_upload.trainer_arguments(training_args)

@@ -15,7 +15,7 @@ from absl.testing import absltest, parameterized
 import metrics
 from constants import DATASET_VALS, NO_LABEL, WNLI_AS_WSC
 from t5kit.config.finetune_arguments import FineTuneDataArguments
-from t5kit.data import superglue_formats, task_data
+from t5kit.data import superglue_formats, task_splits
 from t5kit.data.task_format import get_task_vals
 from t5kit.errors import UsageError
 from t5kit.model import building
@@ -103,8 +103,8 @@ class FixtureSplitTest(parameterized.TestCase):
         cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
 
     def build(self, task, split, role, args=None, benchmark="super_glue"):
-        plan = task_data.SplitPlan(get_task_vals(benchmark, task), split, role, task)
-        return task_data.build_task_split(plan, args or data_args(), self.tokenizer)
+        plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, role, task)
+        return task_splits.build_task_split(plan, args or data_args(), self.tokenizer)
 
     @parameterized.named_parameters(
         # (task, split, role, rows read, examples, first input, first targets)
@@ -173,9 +173,9 @@ class OfficialWscTest(parameterized.TestCase):
         cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
 
     def build(self, split, role):
-        plan = task_data.SplitPlan(get_task_vals("super_glue", "wsc"), split, role, "wsc")
+        plan = task_splits.SplitPlan(get_task_vals("super_glue", "wsc"), split, role, "wsc")
         args = data_args(dataset_name="wsc", data_dir=[str(require("superglue/WSC"))])
-        return task_data.build_task_split(plan, args, self.tokenizer)
+        return task_splits.build_task_split(plan, args, self.tokenizer)
 
     @parameterized.named_parameters(
         # (split, role, rows, examples): training keeps the rows whose candidate is the referent (T5's
@@ -244,9 +244,9 @@ class OfficialAxgTest(parameterized.TestCase):
         cls.rows = read_jsonl(require("superglue/AX-g/AX-g.jsonl"))
 
     def build(self, **flags):
-        plan = task_data.SplitPlan(get_task_vals("super_glue", "axg"), "test", "predict", "axg")
+        plan = task_splits.SplitPlan(get_task_vals("super_glue", "axg"), "test", "predict", "axg")
         args = data_args(**{"dataset_name": "axg", "data_dir": [str(require("superglue/AX-g"))], **flags})
-        return task_data.build_task_split(plan, args, self.tokenizer)
+        return task_splits.build_task_split(plan, args, self.tokenizer)
 
     def hub_shaped_file(self, rows):
         path = Path(self.create_tempdir().full_path) / "axg.jsonl"
@@ -329,9 +329,9 @@ class MalformedRowTest(parameterized.TestCase):
     )
     def test_malformed_row_is_counted(self, task, break_row):
         folder, good = self.broken_copy(task, break_row)
-        plan = task_data.SplitPlan(get_task_vals("super_glue", task), "validation", "eval", task)
-        with self.assertLogs("t5kit.data.task_files", logging.WARNING) as logs:
-            split = task_data.build_task_split(plan, data_args(data_dir=[str(folder)]), self.tokenizer)
+        plan = task_splits.SplitPlan(get_task_vals("super_glue", task), "validation", "eval", task)
+        with self.assertLogs("t5kit.data.task_sources", logging.WARNING) as logs:
+            split = task_splits.build_task_split(plan, data_args(data_dir=[str(folder)]), self.tokenizer)
         self.assertEqual((split.stats["rows"], split.stats["malformed"]), (good + 1, 1))
         self.assertIn(f"dropped 1 malformed row(s) of {good + 1}", logs.output[0])
         self.assertIn(f"line(s) {good + 1}", logs.output[0])
@@ -339,10 +339,10 @@ class MalformedRowTest(parameterized.TestCase):
     def test_only_malformed_rows_is_refused_naming_the_file(self):
         folder = Path(self.create_tempdir().full_path)
         write_jsonl(folder / "ReCoRD" / "val.jsonl", [{"idx": 0, "passage": {"text": "x", "entities": []}}])
-        plan = task_data.SplitPlan(get_task_vals("super_glue", "record"), "validation", "eval", "record")
+        plan = task_splits.SplitPlan(get_task_vals("super_glue", "record"), "validation", "eval", "record")
         with self.assertRaisesRegex(UsageError, r"ReCoRD/val.jsonl: the validation split of super_glue/record has no "
                                                 r"usable rows \(1 read, 1 malformed"):
-            task_data.build_task_split(plan, data_args(data_dir=[str(folder)]), self.tokenizer)
+            task_splits.build_task_split(plan, data_args(data_dir=[str(folder)]), self.tokenizer)
 
 
 class WnliAsWscTest(parameterized.TestCase):
@@ -382,7 +382,7 @@ class DiagnosticPlanTest(parameterized.TestCase):
 
     def test_mixture_predicts_the_diagnostic_beside_its_source_task(self):
         args = FineTuneDataArguments(tasks="super_glue/rte,super_glue/axb,super_glue/axg")
-        plans = task_data.plan_splits(task_data.resolve_tasks(args), args,
+        plans = task_splits.plan_splits(task_splits.resolve_tasks(args), args,
                                       SimpleNamespace(do_train=True, do_eval=True, do_predict=True))
         self.assertEqual([(p.role, p.key) for p in plans], [
             ("train", "rte"), ("eval", "rte"), ("predict", "rte"), ("predict", "axb"), ("predict", "axg")])
@@ -399,20 +399,20 @@ class DiagnosticPlanTest(parameterized.TestCase):
     def test_diagnostic_alone_is_refused_for_training_or_with_nothing_to_do(self, flags, run, message):
         args = FineTuneDataArguments(**flags)
         with self.assertRaisesRegex(UsageError, message):
-            task_data.plan_splits(task_data.resolve_tasks(args), args,
+            task_splits.plan_splits(task_splits.resolve_tasks(args), args,
                                   SimpleNamespace(**{"do_train": False, "do_eval": True, "do_predict": True, **run}))
 
     def test_diagnostic_alone_is_predicted_without_evaluation(self):
         args = FineTuneDataArguments(dataset_name="axb", benchmark="super_glue")
-        plans = task_data.plan_splits(task_data.resolve_tasks(args), args,
+        plans = task_splits.plan_splits(task_splits.resolve_tasks(args), args,
                                       SimpleNamespace(do_train=False, do_eval=True, do_predict=True))
         self.assertEqual([(p.role, p.split) for p in plans], [("predict", "test")])
 
     def test_wnli_format_switches_the_task_to_wnli_simple(self):
-        (task,) = task_data.resolve_tasks(FineTuneDataArguments(dataset_name="wnli", wnli_format="wsc_simple"))
+        (task,) = task_splits.resolve_tasks(FineTuneDataArguments(dataset_name="wnli", wnli_format="wsc_simple"))
         self.assertEqual((task["name"], task["row_format"], task["task_type"], task["t5_task"]),
                          ("glue/wnli", "wnli_simple", "referent", "glue_wnli_v002_simple_eval"))
-        (plain,) = task_data.resolve_tasks(FineTuneDataArguments(dataset_name="wnli"))
+        (plain,) = task_splits.resolve_tasks(FineTuneDataArguments(dataset_name="wnli"))
         self.assertEqual(plain["t5_task"], "glue_wnli_v002")
 
 

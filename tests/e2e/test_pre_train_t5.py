@@ -18,7 +18,7 @@ from transformers import T5ForConditionalGeneration
 import constants
 from t5kit.errors import UsageError
 from t5kit.model import t5_flex_attention
-from t5kit.train import checkpoint_manifest
+from t5kit.train import checkpointing
 from tests.helpers import REPO, TinyRunTestCase, pre_train, snapshot, tiny_run_flags
 
 
@@ -185,7 +185,7 @@ class PreTrainRefusalsTest(TinyRunTestCase):
         checkpoint.mkdir(parents=True)
         (checkpoint / "config.json").write_text(json.dumps({"model_type": "t5",
                                                             **constants.MODEL_SIZE_PRESETS["t5-mini"]}))
-        checkpoint_manifest.write_manifest(checkpoint)
+        checkpointing.write_manifest(checkpoint)
         self.assert_refused(tiny_run_flags(str(self.out), self.corpus, resume_from_checkpoint="auto"),
                             "--resume_from_checkpoint .*checkpoint-2 holds another model: d_model=128 \\(this run: "
                             "32\\), d_ff=512 \\(this run: 64\\)")

@@ -8,7 +8,7 @@ import sys
 import pytest
 from absl.testing import absltest, parameterized
 
-from t5kit.train import checkpoint_manifest
+from t5kit.train import checkpointing
 from tests.helpers import REPO, OneThreadTestCase
 
 pytestmark = pytest.mark.kill  # signals to real training processes (tens of seconds each)
@@ -33,10 +33,10 @@ class PreemptionSignalTest(OneThreadTestCase):
         self.assertEqual(process.wait(timeout=300), 0, "".join(lines[-30:]))
         log = "".join(lines)
         self.assertIn(f"received {name}: saving checkpoint-", log)
-        checkpoints = checkpoint_manifest.list_checkpoints(out)
+        checkpoints = checkpointing.list_checkpoints(out)
         self.assertLen(checkpoints, 1)
-        self.assertLess(checkpoint_manifest.checkpoint_step(checkpoints[0]), 500)
-        self.assertIsNone(checkpoint_manifest.find_problem(checkpoints[0]))
+        self.assertLess(checkpointing.checkpoint_step(checkpoints[0]), 500)
+        self.assertIsNone(checkpointing.find_problem(checkpoints[0]))
         self.assertFalse((out / "model.safetensors").exists())  # stopped, not finished: no final model
 
     def test_requeue_script_requeues_only_a_run_the_signal_stopped(self):
@@ -75,7 +75,7 @@ class PreemptionSignalTest(OneThreadTestCase):
         self.assertIn("requeueing job 4242", "".join(lines))
         self.assertEqual(requeues.read_text(), "requeue 4242\n")
         self.assertFalse((self.dir / ".t5-preempted-4242").exists())  # the marker is the script's to remove
-        [stopped] = checkpoint_manifest.list_checkpoints(out)
+        [stopped] = checkpointing.list_checkpoints(out)
 
         requeued = batch_job(*training, restart=1)
         log = requeued.communicate(timeout=300)[0]

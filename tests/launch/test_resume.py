@@ -9,7 +9,7 @@ import pytest
 from absl.testing import absltest
 from safetensors.torch import load_file
 
-from t5kit.train import checkpoint_manifest
+from t5kit.train import checkpointing
 from tests.helpers import REPO, TinyRunTestCase, tiny_flags, tiny_run_flags
 
 pytestmark = pytest.mark.kill  # SIGKILLs a real run five times and resumes it
@@ -23,7 +23,7 @@ import os, signal, sys
 sys.path.insert(0, {repo!r})
 import importlib, transformers
 from t5kit import cli
-from t5kit.train import checkpointing, checkpoint_manifest, nonfinite_guard
+from t5kit.train import checkpointing, nonfinite_guard
 entry = importlib.import_module(os.environ.get("ENTRY", "pre_train_t5"))
 
 where, _, step = os.environ.get("KILL_AT", "").partition(":")
@@ -41,7 +41,7 @@ def kill_after(owner, name, when):
 is_checkpoint = lambda path: os.path.basename(str(path).rstrip("/")) == f"checkpoint-{{step}}"
 hooks = {{
     "mid_save": (transformers.Trainer, "_save_rng_state", lambda trainer, *_: trainer.state.global_step == step),
-    "before_rename": (checkpoint_manifest, "write_manifest", lambda folder: is_checkpoint(folder)),
+    "before_rename": (checkpointing, "write_manifest", lambda folder: is_checkpoint(folder)),
     "after_commit": (checkpointing, "commit", lambda staged, target: is_checkpoint(target)),
     "mid_step": (nonfinite_guard.NonFiniteGuardMixin, "training_step",
                  lambda trainer, *_: trainer.state.global_step + 1 == step),
@@ -83,7 +83,7 @@ class ResumeAfterKillTest(TinyRunTestCase):
             self.assertEqual(result.returncode, -9, f"{where}:{step} was not killed\n{result.stderr[-3000:]}")
             self.assert_resumed_from(result, resume, where)
         # The kill right after committing checkpoint-8 left it valid: the last run resumes there and finishes.
-        self.assertIsNone(checkpoint_manifest.find_problem(killed / "checkpoint-8"))
+        self.assertIsNone(checkpointing.find_problem(killed / "checkpoint-8"))
         result = run_child(self.flags(killed, resume_from_checkpoint="auto"))
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assert_resumed_from(result, "checkpoint-8", "final")
@@ -94,9 +94,9 @@ class ResumeAfterKillTest(TinyRunTestCase):
             self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")
         # Rotation (--save_total_limit 2) kept the newest and the one this run resumed from; nothing half-written
         # remains as checkpoint-N.
-        names = [p.name for p in checkpoint_manifest.list_checkpoints(killed)]
+        names = [p.name for p in checkpointing.list_checkpoints(killed)]
         self.assertEqual(names, ["checkpoint-8", "checkpoint-12"])  # 8: resumed from, kept
-        self.assertEqual([n for n in names if checkpoint_manifest.find_problem(killed / n)], [])
+        self.assertEqual([n for n in names if checkpointing.find_problem(killed / n)], [])
 
     def test_fine_tuning_killed_mid_step_ends_bit_identical(self):
         """Fine-tuning (length-bucketed batches drawn from seed + epoch): killed during step 5, resumed from

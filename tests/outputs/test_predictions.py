@@ -8,7 +8,7 @@ from absl.testing import absltest, parameterized
 
 from constants import DATASET_VALS, WNLI_AS_WSC
 from t5kit.config.finetune_arguments import FineTuneDataArguments
-from t5kit.data import task_data
+from t5kit.data import task_splits
 from t5kit.data.task_format import get_task_vals
 from t5kit.model import building
 from t5kit.outputs import predictions
@@ -67,8 +67,8 @@ class LeaderboardFileTest(parameterized.TestCase):
         task_vals.update(flags.pop("task_overrides", {}))
         args = FineTuneDataArguments(dataset_name=task, benchmark=benchmark, data_dir=[str(folder)],
                                      max_predict_samples=3 if folder != FIXTURES else None, **flags)
-        plan = task_data.SplitPlan(task_vals, task_vals["test_splits"][0], "predict", task)
-        return task_data.build_task_split(plan, args, self.tokenizer)
+        plan = task_splits.SplitPlan(task_vals, task_vals["test_splits"][0], "predict", task)
+        return task_splits.build_task_split(plan, args, self.tokenizer)
 
     def test_every_superglue_task_has_its_server_file(self):
         self.assertCountEqual(SUPERGLUE_CASES, DATASET_VALS["super_glue"])
@@ -106,8 +106,8 @@ class LeaderboardFileTest(parameterized.TestCase):
         ("multirc", "multirc", "validation", ["True"] * 9, [True, False, True, False, True, True, False, True, False]))
     def test_predictions_file_marks_rows_as_the_metric_does(self, task, split_name, texts, expected):
         task_vals = get_task_vals("super_glue", task)
-        plan = task_data.SplitPlan(task_vals, split_name, "eval", task)
-        split = task_data.build_task_split(plan, FineTuneDataArguments(
+        plan = task_splits.SplitPlan(task_vals, split_name, "eval", task)
+        split = task_splits.build_task_split(plan, FineTuneDataArguments(
             dataset_name=task, benchmark="super_glue", data_dir=[str(FIXTURES)]), self.tokenizer)
         self.assertEqual([row["correct"] for row in predictions.prediction_rows(split, texts)], expected)
 

@@ -34,11 +34,11 @@ class RunRecordTest(parameterized.TestCase):
         self.assertNotIn("hub_token", record)
 
     def test_the_fine_tuning_record_holds_the_metric_chosen_from_the_task(self):
-        from t5kit.data import task_data
+        from t5kit.data import task_splits
         from t5kit.train import task_setup
 
         flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, tiny_flags(f"{self.dir}/ft"))
-        plans = task_data.plan_splits(task_data.resolve_tasks(flags[1]), flags[1], flags[2])
+        plans = task_splits.plan_splits(task_splits.resolve_tasks(flags[1]), flags[1], flags[2])
         task_setup.choose_best_model_metric(flags[2], plans)
         record = run_record.flag_values(flags)
         self.assertEqual((record["metric_for_best_model"], record["greater_is_better"]), ("accuracy", True))

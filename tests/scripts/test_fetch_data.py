@@ -13,7 +13,7 @@ from constants import DATASET_VALS
 from scripts import fetch_data
 from t5kit import cli
 from t5kit.config.finetune_arguments import FineTuneDataArguments
-from t5kit.data import task_data, task_files
+from t5kit.data import task_sources, task_splits
 from t5kit.data.superglue_formats import FILE_ROWS
 from t5kit.data.task_format import get_task_vals, text_columns
 from tests.helpers import REPO, SHARED_DATA, require
@@ -30,12 +30,12 @@ def split_role(task_vals, split):
 def read_task(task_vals, split, data_dir):
     """(rows in hub form, T5 examples, malformed lines, lines that give no example) of one split of an official
     folder, as fine-tuning reads it."""
-    plan = task_data.SplitPlan(task_vals, split, split_role(task_vals, split), task_vals["name"])
+    plan = task_splits.SplitPlan(task_vals, split, split_role(task_vals, split), task_vals["name"])
     benchmark, task = task_vals["name"].split("/")
     args = FineTuneDataArguments(dataset_name=task, benchmark=benchmark, data_dir=[str(data_dir)])
-    raw, columns, where, from_files = task_files.read_split(plan, args, None)
-    rows, malformed, _ = task_files.convert_rows(plan, raw, columns, where, from_files)
-    examples, unformatted, _ = task_data.format_examples(plan, rows)
+    raw, columns, where, from_files = task_sources.read_split(plan, args, None)
+    rows, malformed, _ = task_sources.convert_rows(plan, raw, columns, where, from_files)
+    examples, unformatted, _ = task_splits.format_examples(plan, rows)
     return [row for _, row in rows], [example for _, example in examples], malformed, unformatted
 
 

@@ -1,4 +1,4 @@
-"""train/checkpointing.py, checkpoint_manifest.py, nonfinite_guard.py: broken checkpoints are skipped or refused,
+"""train/checkpointing.py, checkpointing.py, nonfinite_guard.py: broken checkpoints are skipped or refused,
 rotation keeps the best and the resumed-from checkpoint, NaN losses stop or are skipped. (SIGTERM/SIGUSR1 and the
 requeue script: tests/launch/test_preemption.py.)"""
 import json
@@ -14,7 +14,7 @@ from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
 from t5kit.errors import UsageError
-from t5kit.train import checkpoint_manifest, checkpointing, nonfinite_guard
+from t5kit.train import checkpointing, nonfinite_guard
 from tests.helpers import OneThreadTestCase, inf_gradient_at, nan_loss_at, pre_train, snapshot, tiny_run_flags
 
 
@@ -40,10 +40,10 @@ class BrokenCheckpointTest(OneThreadTestCase):
         shutil.copytree(self.template, self.out)
 
     def test_complete_checkpoints_have_a_manifest_and_nothing_is_left_staged(self):
-        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(self.out)],
+        self.assertEqual([p.name for p in checkpointing.list_checkpoints(self.out)],
                          ["checkpoint-2", "checkpoint-4"])
-        for folder in checkpoint_manifest.list_checkpoints(self.out):
-            self.assertIsNone(checkpoint_manifest.find_problem(folder))
+        for folder in checkpointing.list_checkpoints(self.out):
+            self.assertIsNone(checkpointing.find_problem(folder))
             self.assertTrue((folder / "model.safetensors").is_file())
             self.assertEmpty(list(folder.glob("pytorch_model*.bin")))  # weights as safetensors only
         self.assertFalse((self.out / checkpointing.STAGING_DIR).exists())
@@ -56,8 +56,8 @@ class BrokenCheckpointTest(OneThreadTestCase):
     )
     def test_auto_skips_a_broken_latest_checkpoint_with_a_warning(self, name, damage, reason):
         damage_file(self.out / "checkpoint-4" / name, damage)
-        with self.assertLogs(checkpoint_manifest.logger, logging.WARNING) as logs:
-            chosen = checkpoint_manifest.resolve_checkpoint(str(self.out), "auto")
+        with self.assertLogs(checkpointing.logger, logging.WARNING) as logs:
+            chosen = checkpointing.resolve_checkpoint(str(self.out), "auto")
         self.assertEqual(Path(chosen).name, "checkpoint-2")
         self.assertRegex(logs.output[0], f"skipping checkpoint {self.out / 'checkpoint-4'}: {reason}")
 
@@ -75,7 +75,7 @@ class BrokenCheckpointTest(OneThreadTestCase):
         trainer = types.SimpleNamespace(args=types.SimpleNamespace(save_total_limit=2), resumed_from=resumed,
                                         state=types.SimpleNamespace(best_model_checkpoint=best))
         checkpointing.SafeCheckpointMixin.rotate(trainer, self.dir, self.dir / "checkpoint-10")
-        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(self.dir)],
+        self.assertEqual([p.name for p in checkpointing.list_checkpoints(self.dir)],
                          ["checkpoint-4", "checkpoint-6", "checkpoint-10"])
 
 
@@ -105,8 +105,8 @@ class NonFiniteLossTest(OneThreadTestCase):
                 rf"non-finite {what} at step 3; training stopped {stopped}, the last good checkpoint is "
                 rf"{out / 'checkpoint-2'}"):
             pre_train(self.run_flags(out, max_steps=6, optim=optim))
-        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], ["checkpoint-2"])
-        self.assertIsNone(checkpoint_manifest.find_problem(out / "checkpoint-2"))
+        self.assertEqual([p.name for p in checkpointing.list_checkpoints(out)], ["checkpoint-2"])
+        self.assertIsNone(checkpointing.find_problem(out / "checkpoint-2"))
         self.assertFalse((out / "model.safetensors").exists())
 
     @parameterized.named_parameters(*((f"{name}_{where}", optim, stopped, step, flags, last)
@@ -122,7 +122,7 @@ class NonFiniteLossTest(OneThreadTestCase):
                 nonfinite_guard.NonFiniteLossError,
                 rf"non-finite loss \(nan\) at step {step}; training stopped {stopped}, {resume}\."):
             pre_train(self.run_flags(out, optim=optim, **flags))
-        self.assertEqual([p.name for p in checkpoint_manifest.list_checkpoints(out)], [last] if last else [])
+        self.assertEqual([p.name for p in checkpointing.list_checkpoints(out)], [last] if last else [])
         self.assertFalse((out / "model.safetensors").exists())
 
     @parameterized.named_parameters(*FAULTS_AND_OPTIMIZERS)

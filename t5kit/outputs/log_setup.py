@@ -1,12 +1,12 @@
 """What a run logs: the console and out.log handlers, per-process log levels and the start-up summary (tokens/s:
-train/callbacks.py; out.log itself: run_log.py)."""
+train/callbacks.py; out.log itself: out_log.py)."""
 import logging
 import sys
 
 import datasets
 import transformers
 
-from t5kit.outputs import run_log
+from t5kit.outputs import out_log
 
 logger = logging.getLogger(__name__)
 CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -16,8 +16,8 @@ CONSOLE_DATE_FORMAT = "%H:%M:%S"
 def console_handler():
     """stdout, secrets masked, without the records meant for out.log alone."""
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(run_log.MaskingFormatter(CONSOLE_FORMAT, CONSOLE_DATE_FORMAT))
-    handler.addFilter(run_log.console_only)
+    handler.setFormatter(out_log.MaskingFormatter(CONSOLE_FORMAT, CONSOLE_DATE_FORMAT))
+    handler.addFilter(out_log.console_only)
     return handler
 
 
@@ -28,10 +28,10 @@ def setup_console_logging(level=logging.INFO):
 
 
 def setup_logging(training_args):
-    """One format for every module; replicas log warnings only, as HF examples do. out.log (run_log.py) collects
+    """One format for every module; replicas log warnings only, as HF examples do. out.log (out_log.py) collects
     the same records, held in memory until step 8 opens the file."""
     logging.basicConfig(handlers=[console_handler()], force=True)
-    run_log.attach(run_log.RunLogHandler(training_args.process_index))
+    out_log.attach(out_log.RunLogHandler(training_args.process_index))
     logging.captureWarnings(True)  # warnings.warn from any library: into the log, and so into out.log
     # HF's default log_level "passive" would leave the main process at WARNING and hide the start-up summary.
     level = training_args.get_process_log_level()

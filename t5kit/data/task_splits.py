@@ -1,6 +1,6 @@
 """Fine-tuning data: task rows -> T5 examples -> token ids, one `TaskSplit` per task and split.
 
-Rows come from local files, an official GLUE / SuperGLUE folder or the hub, in hub form (task_files.py); each row
+Rows come from local files, an official GLUE / SuperGLUE folder or the hub, in hub form (task_sources.py); each row
 becomes one or more T5 examples (input, target, metadata) in its task's format: T5's `glue` format, or the format
 of its `row_format` (superglue_formats.py: one example per ReCoRD answer, WSC's marked pronoun, ...). Rows that
 cannot be formatted (a WSC pronoun index that names another word) are counted as malformed with the rest.
@@ -13,7 +13,7 @@ import yaml
 
 from constants import STSB_TARGET_RESOLUTION, WNLI_AS_WSC
 from t5kit.data.superglue_formats import EXAMPLES, SPLIT_CHECKS
-from t5kit.data.task_files import FILE_FLAGS, convert_rows, read_split, report_dropped
+from t5kit.data.task_sources import FILE_FLAGS, convert_rows, read_split, report_dropped
 from t5kit.data.task_format import build_task_vals, format_stsb_target, get_task_vals, split_result_key
 from t5kit.errors import UsageError
 

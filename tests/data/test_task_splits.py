@@ -1,4 +1,4 @@
-"""data/task_data.py and task_files.py on the real GLUE/SuperGLUE files. (Mixtures: tests/data/test_task_mixture.py;
+"""data/task_splits.py and task_sources.py on the real GLUE/SuperGLUE files. (Mixtures: tests/data/test_task_mixture.py;
 the length-bucket sampler: tests/train/test_task_trainer.py.)"""
 import json
 import logging
@@ -8,7 +8,7 @@ from absl.testing import absltest, parameterized
 
 from constants import NO_LABEL
 from t5kit.config.finetune_arguments import FineTuneDataArguments
-from t5kit.data import task_data, task_files
+from t5kit.data import task_sources, task_splits
 from t5kit.data.task_format import get_task_vals
 from t5kit.errors import UsageError
 from t5kit.model import building
@@ -37,8 +37,8 @@ class TaskDataTest(parameterized.TestCase):
         self.dir = self.create_tempdir().full_path
 
     def build(self, args, task="rte", split="validation", role="eval", benchmark="glue"):
-        plan = task_data.SplitPlan(get_task_vals(benchmark, task), split, role, task)
-        return task_data.build_task_split(plan, args, self.tokenizer)
+        plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, role, task)
+        return task_splits.build_task_split(plan, args, self.tokenizer)
 
     @parameterized.named_parameters(
         ("rte", "rte", "RTE", 277), ("sst2", "sst2", "SST-2", 872), ("cola_no_header", "cola", "CoLA", 1043),
@@ -61,7 +61,7 @@ class TaskDataTest(parameterized.TestCase):
         path = f"{self.dir}/dev.tsv"
         with open(path, "w") as handle:
             handle.write("\n".join(broken) + "\n")
-        with self.assertLogs("t5kit.data.task_files", logging.WARNING) as logs:
+        with self.assertLogs("t5kit.data.task_sources", logging.WARNING) as logs:
             split = self.build(data_args(train_file=path, validation_file=path))
         self.assertEqual((split.stats["rows"], split.stats["malformed"], len(split.inputs)), (13, 3, 10))
         self.assertIn("dropped 3 malformed row(s) of 13", logs.output[0])
@@ -92,17 +92,17 @@ class TaskDataTest(parameterized.TestCase):
     def test_default_target_length_fits_the_longest_label_word(self):
         rte = get_task_vals("glue", "rte")
         longest = max(len(self.tokenizer(word).input_ids) for word in ("entailment", "not_entailment"))
-        self.assertEqual(task_data.default_target_length(rte, self.tokenizer), longest)
+        self.assertEqual(task_splits.default_target_length(rte, self.tokenizer), longest)
         stsb = get_task_vals("glue", "stsb")
-        self.assertEqual(task_data.default_target_length(stsb, self.tokenizer),
+        self.assertEqual(task_splits.default_target_length(stsb, self.tokenizer),
                          max(len(ids) for ids in self.tokenizer([f"{i / 5:.1f}" for i in range(26)]).input_ids))
 
 
 class PlanAndTasksTest(parameterized.TestCase):
 
     def test_mnli_evaluates_matched_and_mismatched(self):
-        tasks = task_data.resolve_tasks(data_args(dataset_name="mnli"))
-        plans = task_data.plan_splits(tasks, data_args(dataset_name="mnli"), run_args(do_predict=True))
+        tasks = task_splits.resolve_tasks(data_args(dataset_name="mnli"))
+        plans = task_splits.plan_splits(tasks, data_args(dataset_name="mnli"), run_args(do_predict=True))
         self.assertEqual([(p.role, p.split, p.key) for p in plans], [
             ("train", "train", "mnli"), ("eval", "validation_matched", "mnli_matched"),
             ("eval", "validation_mismatched", "mnli_mismatched"), ("predict", "test_matched", "mnli_matched"),
@@ -110,7 +110,7 @@ class PlanAndTasksTest(parameterized.TestCase):
 
     def test_same_task_name_in_two_benchmarks_gets_qualified_keys(self):
         args = data_args(dataset_name=None, tasks="glue/rte,super_glue/rte")
-        plans = task_data.plan_splits(task_data.resolve_tasks(args), args, run_args(do_train=False))
+        plans = task_splits.plan_splits(task_splits.resolve_tasks(args), args, run_args(do_train=False))
         self.assertEqual([p.key for p in plans], ["glue_rte", "super_glue_rte"])
 
     def test_custom_task_from_yaml_text(self):
@@ -119,7 +119,7 @@ class PlanAndTasksTest(parameterized.TestCase):
         path = f"{self.create_tempdir().full_path}/rows.jsonl"
         with open(path, "w") as handle:
             handle.write('{"text": "x", "mood": 1}\n')
-        (task,) = task_data.resolve_tasks(data_args(dataset_name="mood", custom_task=spec, train_file=path,
+        (task,) = task_splits.resolve_tasks(data_args(dataset_name="mood", custom_task=spec, train_file=path,
                                                          validation_file=path))
         self.assertEqual((task["name"], task["metric_to_optimize"], task["labels"]), ("custom/mood", "accuracy",
                                                                                       {0: "sad", 1: "happy"}))
@@ -138,9 +138,9 @@ class PlanAndTasksTest(parameterized.TestCase):
 
     def test_label_id_accepts_every_spelling_of_a_label(self):
         rte = get_task_vals("glue", "rte")
-        self.assertEqual([task_files.label_id(rte, value) for value in (1, "1", "not_entailment", " 0 ", "no")],
+        self.assertEqual([task_sources.label_id(rte, value) for value in (1, "1", "not_entailment", " 0 ", "no")],
                          [1, 1, 1, 0, None])
-        self.assertEqual(task_files.convert_local_row(rte, {"sentence1": "a", "sentence2": "b"}, False)["label"],
+        self.assertEqual(task_sources.convert_local_row(rte, {"sentence1": "a", "sentence2": "b"}, False)["label"],
                          NO_LABEL)
 
 

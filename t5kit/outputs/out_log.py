@@ -1,8 +1,8 @@
 """OUTPUT_DIR/out.log: everything the run logs, with rank and time, appended on resume, secrets masked.
 
-    handler = run_log.RunLogHandler(process_index)    # step 2 (run_logging.setup_logging): records held in memory
-    run_log.open_run_log(training_args, checkpoint)   # step 8, once every input has been checked
-    run_log.close_run_log()                           # the end of step 9
+    handler = out_log.RunLogHandler(process_index)    # step 2 (log_setup.setup_logging): records held in memory
+    out_log.open_run_log(training_args, checkpoint)   # step 8, once every input has been checked
+    out_log.close_run_log()                           # the end of step 9
 
 - Rank 0 writes its INFO lines and above, every other rank its warnings and errors, all into the one file (each
   record is one append, so lines from several processes do not interleave on a local or parallel file system;
