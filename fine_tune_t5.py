@@ -61,13 +61,10 @@ def main(argv=None):
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
                     "the average over splits" if best_metric == AVERAGE_KEY else "the task's metric_to_optimize")
 
-    # 3. Output dir and the point to resume from (checkpoint, skip count), found once: refuse to clobber a previous
-    # run before spending any time, and leave a finished one as it is.
-    lock = run_lock.hold(training_args)  # first: nothing in the folder is read while another run writes it
-    resume_point = resume.find_resume_point(training_args)
-    if resume_point.finished:  # left as it was found: its times too
-        run_lock.release_untouched(lock)
-        logger.info(resume_point.finished)
+    # 3. Output dir: the folder's lock (outputs/run_lock.py), then the point to resume from (checkpoint, skip count),
+    # found once: refuse to clobber a previous run before spending any time; a finished one is left as it was found.
+    resume_point = resume.claim_output_dir(training_args)
+    if resume_point.finished:
         return {}
 
     # 4. Seed, before the model is built so that it controls a random initialisation.

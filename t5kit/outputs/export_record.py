@@ -12,7 +12,6 @@ today (a re-trained or re-merged run makes it stale) and its weights are the one
 """
 import hashlib
 import json
-import importlib.metadata
 import logging
 import shutil
 import tempfile
@@ -22,6 +21,7 @@ from t5kit.errors import UsageError
 from t5kit.model import ctranslate2_backend
 from t5kit.outputs.atomic_files import publish_folder, write_json
 from t5kit.outputs.run_folder import MODEL_CARD_FILE
+from t5kit.outputs.run_record import package_versions
 
 logger = logging.getLogger(__name__)
 
@@ -62,16 +62,6 @@ def read_record(export_dir):
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def versions() -> dict:
-    found = {}
-    for package in VERSIONED:
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
-    return found
-
-
 def check_output_dir(out, overwrite) -> Path:
     out = Path(out)
     if out.exists() and not overwrite:
@@ -97,7 +87,7 @@ def build_export(model_dir, out, quantization, check=None, overwrite=False) -> P
             "source": str(Path(model_dir).resolve()) if Path(model_dir).exists() else str(model_dir),
             "source_weights_sha256": weights_sha256(model_dir) if Path(model_dir).is_dir() else None,
             "export_sha256": export_sha256(staging), "quantization": quantization, "probe": probe,
-            "versions": versions()})
+            "versions": package_versions(VERSIONED)})
         publish_folder(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

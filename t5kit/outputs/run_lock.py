@@ -5,7 +5,7 @@ holder, before it reads or writes anything there.
     @run_lock.released_at_end
     def main(argv=None):
         ...
-        # 3. Output dir, resume point
+        # 3. Output dir, resume point (train/resume.claim_output_dir)
         lock = run_lock.hold(training_args)
         resume_point = resume.find_resume_point(training_args)
         if resume_point.finished:

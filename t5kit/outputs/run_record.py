@@ -49,9 +49,10 @@ def flag_values(flags) -> dict:
     return record
 
 
-def package_versions() -> dict:
+def package_versions(packages=VERSIONED_PACKAGES) -> dict:
+    """Python's version and each package's (None where it is not installed)."""
     versions = {"python": platform.python_version()}
-    for package in VERSIONED_PACKAGES:
+    for package in packages:
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:

@@ -1,6 +1,6 @@
 """Step 3 of every entry script: the output folder checked, and the one point the run resumes from, found once.
 
-    resume_point = resume.find_resume_point(training_args)    # a ResumePoint; ResumePoint() is a fresh start
+    resume_point = resume.claim_output_dir(training_args)     # the folder's lock, then find_resume_point
     if resume_point.finished: ...                              # nothing left to do: the entry script returns
     trainer = PretrainTrainer(..., resume_point=resume_point)  # each mixin takes its part at construction
     trainer.train(resume_from_checkpoint=resume_point.checkpoint)  # HF restores the rest from the folder
@@ -22,16 +22,19 @@ writing metrics.json resumes from that checkpoint and writes its outputs.
 """
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 from transformers.trainer import TRAINER_STATE_NAME
 
 from t5kit.errors import UsageError
+from t5kit.outputs import run_lock
 from t5kit.outputs.run_folder import ADAPTER_CONFIG_FILE, METRICS_FILE, asks_to_resume, check_output_dir
 from t5kit.train import checkpointing
 from t5kit.train.nonfinite_guard import SKIP_LOG_KEY
 from t5kit.train.stream_resume import POSITION_FILE
 
+logger = logging.getLogger(__name__)
 # What a checkpoint's weights must agree on with the model built now (T5-family config names).
 ARCHITECTURE_KEYS = ("model_type", "d_model", "d_ff", "d_kv", "num_heads", "num_layers", "num_decoder_layers",
                      "vocab_size", "feed_forward_proj", "tie_word_embeddings", "encoder_attention_type")
@@ -68,6 +71,18 @@ def find_resume_point(training_args) -> ResumePoint:
         raise UsageError(f"--resume_from_checkpoint {resume_flag}: --output_dir {out} holds a finished run "
                          f"({METRICS_FILE}) and no complete checkpoint to continue from; pass --overwrite_output_dir "
                          "true to replace it, or choose another --output_dir")
+    return point
+
+
+def claim_output_dir(training_args) -> ResumePoint:
+    """Step 3 of both training scripts: the folder's lock first (nothing in it is read while another run writes it),
+    then the resume point. A finished run lets the lock go with the folder as it was found, its times included, and
+    says so in one line; the entry script then returns."""
+    lock = run_lock.hold(training_args)
+    point = find_resume_point(training_args)
+    if point.finished:
+        run_lock.release_untouched(lock)
+        logger.info(point.finished)
     return point
 
 

@@ -80,7 +80,7 @@ class FinishedRunTest(OneThreadTestCase):
         run's end at step 20, so resuming from checkpoint-10 would redo finished work and overwrite its outputs."""
         shutil.rmtree(self.out / "checkpoint-20")
         before = snapshot_with_times(self.out)
-        with self.assertLogs("pre_train_t5", "INFO") as logs:
+        with self.assertLogs("t5kit.train.resume", "INFO") as logs:
             self.assertEqual(pre_train([*self.argv, "--resume_from_checkpoint", "auto"]), {})
         self.assertRegex("\n".join(logs.output), r"holds a finished run \(metrics.json is at step 20, --max_steps 20\)")
         self.assertEqual(snapshot_with_times(self.out), before)
