@@ -10,7 +10,6 @@ and of the export's model.bin, the quantization, the probe check's agreement and
 export is RUN/ctranslate2/; predict_t5.py uses it only when the source sha256 in its record is the run's weights'
 today (a re-trained or re-merged run makes it stale) and its weights are the ones the record names.
 """
-import hashlib
 import json
 import logging
 import shutil
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from t5kit.errors import UsageError
 from t5kit.model import ctranslate2_backend
-from t5kit.outputs.atomic_files import publish_folder, write_json
+from t5kit.outputs.atomic_files import file_sha256, publish_folder, write_json
 from t5kit.outputs.run_folder import MODEL_CARD_FILE
 from t5kit.outputs.run_record import package_versions
 
@@ -28,28 +27,15 @@ logger = logging.getLogger(__name__)
 EXPORT_DIR = "ctranslate2"  # RUN/ctranslate2: a run folder's export
 RECORD_FILE = "export_record.json"
 VERSIONED = ("ctranslate2", "transformers", "torch")
-BLOCK = 1 << 20
-
-
-def file_sha256(paths) -> str:
-    """sha256 of the files' bytes, read in order (one digest for a sharded checkpoint)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(BLOCK):
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
 def weights_sha256(model_dir) -> str:
     files = sorted(Path(model_dir).glob("model*.safetensors"))
     if not files:
         raise UsageError(f"{model_dir} holds no model*.safetensors weights; pass a saved model folder")
-    return file_sha256(files)
+    return file_sha256(*files)
 
 
 def export_sha256(export_dir) -> str:
-    return file_sha256([Path(export_dir) / ctranslate2_backend.TRANSLATOR_CONFIG])
+    return file_sha256(Path(export_dir) / ctranslate2_backend.TRANSLATOR_CONFIG)
 
 
 def default_output_dir(model_dir):

@@ -21,7 +21,6 @@ What a run resumes from is found once, at step 3 of the entry scripts (resume.py
 `resume_point=`; the NaN guard (--nan_policy) lives in nonfinite_guard.py, the pre-emption callback that the entry
 scripts list, in preemption.py.
 """
-import hashlib
 import json
 import logging
 import os
@@ -29,8 +28,10 @@ import re
 import shutil
 from pathlib import Path
 
+from transformers.trainer import TRAINER_STATE_NAME
+
 from t5kit.errors import UsageError
-from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
+from t5kit.outputs.atomic_files import file_sha256, give_weights_default_modes, write_json
 from t5kit.outputs.run_folder import asks_to_resume
 
 logger = logging.getLogger(__name__)
@@ -40,17 +41,6 @@ FULL_STATE_DICT = "FULL_STATE_DICT"  # torch's StateDictType name, which acceler
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")  # HF's PREFIX_CHECKPOINT_DIR naming
-HASH_CHUNK_BYTES = 1 << 22
-
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(HASH_CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def list_files(folder):
     """Relative paths of every file under folder except the manifest itself, sorted."""
     folder = Path(folder)
@@ -182,9 +172,6 @@ class SafeCheckpointMixin:
         return os.path.join(run_dir, STAGING_DIR) if self._staging else run_dir
 
     def _save_checkpoint(self, model, trial):
-        # Imported here: the manifest functions above serve scripts that never load transformers (or torch).
-        from transformers.trainer import TRAINER_STATE_NAME
-
         run_dir = Path(super()._get_output_dir(trial))
         staging = run_dir / STAGING_DIR
         name = f"checkpoint-{self.state.global_step}"
