@@ -17,7 +17,7 @@ The writers turn such rows back into the official files: a label id becomes the 
 `file_label_map` read backwards), a column the registry renames gets the file's name back, MultiRC / ReCoRD / WSC
 rows are nested again, and a test split (label -1 on every row) has no label. Columns the hub does not carry (CoLA's
 source, MRPC's sentence ids, MNLI's parse trees) are left out or empty: the files are not byte-identical to the
-official downloads, and the project reads them as it reads those (tests/test_fetch_data.py reads the files of
+official downloads, and the project reads them as it reads those (tests/scripts/test_fetch_data.py reads the files of
 ../shared/data, writes them back through the same writers and reads the result again).
 
 A file that exists is never replaced: a source whose files are all there is skipped without a hub call, so a re-run

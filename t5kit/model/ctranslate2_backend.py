@@ -17,7 +17,7 @@ the torch path counts EOS in max_new_tokens; they stop at the same token (a mode
 step in both), so the texts agree.
 
 The converter is a seam: `ctranslate2.converters.TransformersConverter` reads the model with transformers, and
-tests/test_ctranslate2.py calls it on a tiny model, so a transformers release it cannot read fails there.
+tests/model/test_ctranslate2_backend.py calls it on a tiny model, so a transformers release it cannot read fails there.
 """
 import importlib
 from pathlib import Path

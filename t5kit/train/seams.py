@@ -7,7 +7,7 @@ tests/train/test_seams.py checks that every hook still exists with the parameter
 version outside TESTED_VERSIONS logs a warning naming it. accelerate and deepspeed are used through their public
 API only: they get no upper bound, but a warning all the same, as the Trainer leans on both. One seam lies outside
 the Trainer: ctranslate2's TransformersConverter reads our saved models with transformers (export_t5.py), so
-requirements.txt bounds ctranslate2 below 5 and tests/test_ctranslate2.py's ConverterSeamTest converts a tiny model.
+requirements.txt bounds ctranslate2 below 5 and tests/model/test_ctranslate2_backend.py's ConverterSeamTest converts a tiny model.
 """
 import importlib.metadata
 import logging
