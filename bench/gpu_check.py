@@ -21,6 +21,7 @@ the JSON says why it has no figures. Sections, in order (--tiny shrinks each to 
 - quality: bench/quality.py's arms with GPU-sized pre-training, when the budget still allows.
 """
 import argparse
+import functools
 import json
 import os
 import shlex
@@ -179,8 +180,13 @@ def logged_losses(output_dir):
 
 
 def has_flag(script, flag):
-    return flag in subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True,
-                                  text=True).stdout
+    return flag in help_text(script)
+
+
+@functools.cache
+def help_text(script):
+    """A script's --help, read once: each reading starts an interpreter and imports transformers."""
+    return subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True).stdout
 
 
 def bf16_correctness(check):
