@@ -59,9 +59,12 @@ sys.argv = ["pre_train_t5.py", *sys.argv[1:]]
 cli.run_cli(entry.main)
 """
 
+# One os.write per process: two processes share torchrun's stdout, and print's separate writes of its arguments
+# interleaved there ("distributed_typedistributed_type MULTI_CPU\n MULTI_CPU").
 STATE_CHILD = """
+import os
 from accelerate import Accelerator
-print("distributed_type", Accelerator(cpu=True).distributed_type.value)
+os.write(1, f"distributed_type {Accelerator(cpu=True).distributed_type.value}\\n".encode())
 """
 
 
