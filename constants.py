@@ -127,7 +127,8 @@ MODEL_SIZE_PRESETS = {
 #   file_column_map      file column -> our column; columns absent from it keep their name
 #   file_label_map       raw file label -> label id; None: regression parses a float, generation keeps the text
 #   row_format           optional: how rows become T5 examples when they are not plain `glue` rows
-#                        (t5kit/data/superglue_formats.py): "multirc", "record", "wsc_simple", "wnli_simple", "axg"
+#                        (t5kit/data/superglue_formats.py): "multirc", "record", "wsc_simple", "wnli_simple", "axg";
+#                        "sni": the tasks of a natural-instructions checkout (t5kit/data/sni.py)
 #   t5_task              the T5 task (t5/data/tasks.py) whose format and metrics the entry reproduces
 #   submission_name      leaderboard file name when it is not data_dir_name (GLUE's diagnostic folder: AX.tsv)
 #   train_only_referents WSC: train only on rows whose candidate is the referent (T5: correct_referent_only)
@@ -150,7 +151,7 @@ STSB_TARGET_RESOLUTION = 5
 METRIC_NAMES_BY_TASK_TYPE = {
     "classification": ("accuracy", "f1", "matthews_correlation", "exact_match", "gender_parity"),
     "regression": ("pearson", "spearmanr"),
-    "generation": ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu"),
+    "generation": ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "exact_match"),
     "qa": ("exact_match", "f1"),
     "referent": ("accuracy",),
 }
@@ -362,6 +363,13 @@ DATASET_VALS = {
             file_column_map={}, file_label_map=None,
         ),
     },
+    # Super-NaturalInstructions as nanoT5 fine-tunes and evaluates it (t5kit/data/sni.py, metrics.score_sni).
+    "sni": {"sni": dict(
+        task_type="generation", prefix="", text_column_name="input", label_column_name="output", labels=None,
+        metric_names=("exact_match", "rougeL"), metric_to_optimize="rougeL", hub_name=None, data_dir_name="",
+        train_split="train", validation_splits=("test",), test_splits=(), file_format="sni", tsv_columns={},
+        data_files={"train": "splits/default/train_tasks.txt", "test": "splits/default/test_tasks.txt"},
+        file_column_map={}, file_label_map=None, row_format="sni")},
 }
 
 # --wnli_format wsc_simple: WNLI as T5 evaluated it (glue_wnli_v002_simple_eval: preprocessors.wnli_simple, scored

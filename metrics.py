@@ -223,6 +223,47 @@ def score_qa(task_vals, predictions, references, meta):
     return {name: results[name] for name in task_vals["metric_names"]}, invalid
 
 
+# Super-NaturalInstructions' official evaluation (allenai/natural-instructions eval/automatic/evaluation.py @ 8540acd,
+# the same as Tk-Instruct's src/compute_metrics.py), English track: SQuAD's normalisation without removing articles,
+# Rouge-L F with rouge-score's default tokenizer and the Porter stemmer, each the maximum over an instance's
+# references; the mean x 100 per group rounded to 4 decimals, overall, per category (the task's first, lower case,
+# spaces to "_") and per task, named "<metric>_for_<group>".
+SNI_ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+SNI_DECIMALS = 4
+
+
+def normalize_sni(text: str) -> str:
+    """evaluation.py normalize_answer: lower case, punctuation removed, whitespace collapsed (articles kept)."""
+    return " ".join("".join(char for char in text.lower() if char not in SQUAD_PUNCTUATION).split())
+
+
+def sni_exact_match(prediction: str, references) -> bool:
+    return max(normalize_sni(prediction) == normalize_sni(reference) for reference in references)
+
+
+def sni_rouge_l(prediction: str, references) -> float:
+    return max(SNI_ROUGE.score(target=reference, prediction=prediction)["rougeL"].fmeasure for reference in references)
+
+
+def sni_average(scores) -> dict:
+    """evaluation.py compute_metrics from per-instance (exact match, Rouge-L) pairs, summed in the same order."""
+    return {"exact_match": round(PERCENT * sum(exact for exact, _ in scores) / len(scores), SNI_DECIMALS),
+            "rougeL": round(PERCENT * sum(rouge_l for _, rouge_l in scores) / len(scores), SNI_DECIMALS)}
+
+
+def score_sni(task_vals, predictions, references, meta):
+    """Overall, per-category and per-task SNI metrics of a split; references come from meta (all outputs)."""
+    scores = [(sni_exact_match(prediction, row["references"]), sni_rouge_l(prediction, row["references"]))
+              for prediction, row in zip(predictions, meta)]  # each instance scored once, then grouped
+    results = sni_average(scores)
+    for key in ("category", "task"):
+        groups = ["_".join(row[key].lower().split()) if key == "category" else row[key] for row in meta]
+        for group in dict.fromkeys(groups):
+            average = sni_average([score for score, name in zip(scores, groups) if name == group])
+            results.update({f"{metric}_for_{group}": value for metric, value in average.items()})
+    return results, sum(not normalize_text(text) for text in predictions)
+
+
 # postprocessors.wsc_simple ignores case and these words when it compares a prediction with the referent.
 WSC_DETERMINERS = frozenset({"a", "an", "few", "her", "his", "each", "every", "many", "much", "my", "our", "some",
                              "that", "the", "their", "these", "this", "those", "which", "whose", "your"})
@@ -264,6 +305,9 @@ def score_generation(task_vals, predictions, references):
         results.update(rouge(references, predictions, rouge_types))
     if "bleu" in task_vals["metric_names"]:
         results["bleu"] = bleu(references, predictions)
+    if "exact_match" in task_vals["metric_names"]:  # SNI's normalisation (lower case, no punctuation)
+        matches = [sni_exact_match(prediction, [reference]) for prediction, reference in zip(predictions, references)]
+        results["exact_match"] = PERCENT * float(np.mean(matches))
     invalid = sum(not normalize_text(text) for text in predictions)
     return {name: results[name] for name in task_vals["metric_names"]}, invalid
 
@@ -277,11 +321,13 @@ def compute_task_metrics(task_vals, predictions, references, meta=None) -> dict:
         raise ValueError(f"need as many predictions as references (and some): got {len(predictions)} "
                          f"predictions, {len(references)} references")
     scorers = {"classification": lambda: score_classification(task_vals, predictions, references, meta),
+               "sni": lambda: score_sni(task_vals, predictions, references, meta),
                "regression": lambda: score_regression(task_vals, predictions, references),
                "generation": lambda: score_generation(task_vals, predictions, references),
                "qa": lambda: score_qa(task_vals, predictions, references, meta),
                "referent": lambda: score_referent(task_vals, predictions, references, meta)}
-    results, invalid = scorers[task_vals["task_type"]]()
+    kind = "sni" if task_vals.get("row_format") == "sni" else task_vals["task_type"]
+    results, invalid = scorers[kind]()
     if combines_metrics(task_vals):
         results[COMBINED_SCORE] = float(np.mean([results[name] for name in task_vals["metric_names"]]))
     results["invalid_count"] = int(invalid)

@@ -39,6 +39,17 @@ def predict(work, input_text="a line\n", input_name="in.txt", **overrides):
                          **overrides)
 
 
+def sni_checkout(work, tasks=(), train_tasks=None):
+    """A folder with some parts of a natural-instructions checkout: task files (empty), a training split file."""
+    root = work / "ni"
+    root.mkdir()
+    for name in tasks:
+        write(root / "tasks" / f"{name}.json", "{}")
+    if train_tasks is not None:
+        write(root / "splits" / "default" / "train_tasks.txt", train_tasks)
+    return str(root)
+
+
 HELD = []  # run folder locks the cases hold as another run would; released after each case
 
 
@@ -195,6 +206,16 @@ CASES = {
         validation_file=str(w / "t.jsonl"),
         test_file=write(w / "test.jsonl", '{"premise": "A man eats.", "hypothesis": "Nobody eats."}\n')),
         "test.jsonl line 1 has no idx (or index), which the super_glue server matches predictions by"),
+    "sni_not_a_checkout": ("fine_tune_t5", lambda w: finetune(w, benchmark="sni", dataset_name=None,
+                                                              data_dir=[sni_checkout(w)]),
+                           "--data_dir {work}/ni is not a natural-instructions checkout: {work}/ni/tasks/ is missing"),
+    "sni_split_file_missing": ("fine_tune_t5", lambda w: finetune(w, benchmark="sni", dataset_name=None,
+                                                                  data_dir=[sni_checkout(w, tasks=["task1_a"])]),
+                               "the split file {work}/ni/splits/default/train_tasks.txt is missing"),
+    "sni_task_without_file": ("fine_tune_t5", lambda w: finetune(
+        w, benchmark="sni", dataset_name=None,
+        data_dir=[sni_checkout(w, tasks=["task1_a"], train_tasks="task1_a\ntask2_missing\n")]),
+        "train_tasks.txt line 2 names task task2_missing, which has no task file {work}/ni/tasks/task2_missing.json"),
     "axg_rows_not_paired": ("fine_tune_t5", lambda w: finetune(
         w, dataset_name=None, tasks="super_glue/rte,super_glue/axg", do_predict=True, data_dir=[write(
             w / "sg" / "AX-g" / "AX-g.jsonl",

@@ -1,6 +1,7 @@
 """Spec of metrics: label words round-trip, invalid generations are counted and wrong, every metric agrees with
 scikit-learn / scipy / rouge-score / sacrebleu on seeded inputs, the GLUE average, and label-word ranking."""
 import functools
+import string
 
 import numpy as np
 import sacrebleu
@@ -314,6 +315,141 @@ class LabelScoringTest(parameterized.TestCase):
         torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-5)
         self.assertEqual(metrics.rank_label_words(scores, label_words),
                          [label_words[j] for j in expected.argmax(dim=-1)])
+
+
+# ---- Super-NaturalInstructions: the official evaluation, transcribed from allenai/natural-instructions
+# eval/automatic/evaluation.py @ 8540acd (lines "def normalize_answer" .. "def compute_grouped_metrics"; the same
+# functions as yizhongw/Tk-Instruct src/compute_metrics.py), default (English) track. Its `rouge` package is
+# Google's rouge-score vendored (same tokenizer and stemmer), so rouge_score stands in for it.
+def official_normalize_answer(s):
+    def white_space_fix(text):
+        return ' '.join(text.split())
+
+    def remove_punc(text):
+        exclude = set(string.punctuation)
+        return ''.join(ch for ch in text if ch not in exclude)
+
+    def lower(text):
+        return text.lower()
+
+    return white_space_fix(remove_punc(lower(s)))
+
+
+official_default_rouge_scorer = rouge_scorer.RougeScorer(['rougeL'], use_stemmer=True)
+
+
+def official_exact_match(prediction, ground_truth, xlingual=False):
+    return (official_normalize_answer(prediction) == official_normalize_answer(ground_truth))
+
+
+def official_rouge(prediction, ground_truth, xlingual=False):
+    scorer = official_default_rouge_scorer
+    scores = scorer.score(prediction=prediction, target=ground_truth)
+    return scores["rougeL"].fmeasure
+
+
+def official_metric_max_over_ground_truths(metric_fn, prediction, ground_truths, xlingual=False):
+    scores_for_ground_truths = []
+    for ground_truth in ground_truths:
+        score = metric_fn(prediction, ground_truth, xlingual=xlingual)
+        scores_for_ground_truths.append(score)
+    return max(scores_for_ground_truths)
+
+
+def official_compute_metrics(predictions, references, xlingual=False):
+    assert len(predictions) == len(references)
+    em, rougeL = 0, 0
+    for pred, gold in zip(predictions, references):
+        assert isinstance(gold, list)
+        em += official_metric_max_over_ground_truths(
+            official_exact_match, prediction=pred, ground_truths=gold, xlingual=xlingual
+        )
+        rougeL += official_metric_max_over_ground_truths(
+            official_rouge, prediction=pred, ground_truths=gold, xlingual=xlingual
+        )
+    em = 100.0 * em / len(references)
+    rougeL = 100.0 * rougeL / len(references)
+    metrics = {"exact_match": em, "rougeL": rougeL}
+    metrics = {k: round(v, 4) for k, v in metrics.items()}
+    return metrics
+
+
+def official_compute_grouped_metrics(predictions, references, groups, xlingual=False):
+    assert len(predictions) == len(references) == len(groups)
+    examples_by_group = {}
+    for pred, gold, group in zip(predictions, references, groups):
+        if group not in examples_by_group:
+            examples_by_group[group] = []
+        examples_by_group[group].append((pred, gold))
+    results = {}
+    for group, group_examples in examples_by_group.items():
+        task_predictions, task_references = zip(*group_examples)
+        group_metrics = official_compute_metrics(task_predictions, task_references, xlingual=xlingual)
+        for metric, value in group_metrics.items():
+            results[f"{metric}_for_{group}"] = value
+    return results
+
+
+def official_results(predictions, meta):
+    """What the evaluation script reports for a prediction file: overall, then per category ("_".join of the
+    lower-cased words of the task's Categories[0]), then per task."""
+    references = [row["references"] for row in meta]
+    results = official_compute_metrics(predictions, references)
+    categories = ["_".join(row["category"].lower().split()) for row in meta]
+    results.update(official_compute_grouped_metrics(predictions, references, categories))
+    results.update(official_compute_grouped_metrics(predictions, references, [row["task"] for row in meta]))
+    return results
+
+
+# Real test instances of the fixture (tests/fixtures/natural_instructions) and predictions that probe the
+# normalisation: case, punctuation, outer and inner whitespace, articles (kept), a second reference, stemming,
+# an empty and a punctuation-only prediction, a partial overlap.
+SNI_CASES = [  # (task, category, references, prediction)
+    ("task1159_bard_analogical_reasoning_containers", "Word Analogy", ["sack"], "Sack."),
+    ("task1159_bard_analogical_reasoning_containers", "Word Analogy", ["bag"], "  bag \n"),
+    ("task1159_bard_analogical_reasoning_containers", "Word Analogy", ["jar"], "the jar"),
+    ("task1159_bard_analogical_reasoning_containers", "Word Analogy", ["bottle"], "bottles"),
+    ("task1159_bard_analogical_reasoning_containers", "Word Analogy", ["jug", "bottle"], "bottle"),
+    ("task1159_bard_analogical_reasoning_containers", "Word Analogy", ["can", "bottle"], ""),
+    ("task1388_cb_entailment", "Textual Entailment", ["Entailment"], "entailment!"),
+    ("task1388_cb_entailment", "Textual Entailment", ["Neutral"], "..."),
+    ("task1388_cb_entailment", "Textual Entailment", ["Entailment"], "Contradiction"),
+    ("task1388_cb_entailment", "Textual Entailment", ["Neutral"], "it is neutral, not entailment"),
+]
+
+
+class SNIMetricsTest(parameterized.TestCase):
+
+    def sni_split(self):
+        meta = [{"idx": i, "id": f"{task}-{i}", "task": task, "category": category, "references": references}
+                for i, (task, category, references, _) in enumerate(SNI_CASES)]
+        return [case[3] for case in SNI_CASES], [row["references"][0] for row in meta], meta
+
+    def test_metrics_equal_the_official_evaluation_overall_per_category_and_per_task(self):
+        predictions, targets, meta = self.sni_split()
+        results = metrics.compute_task_metrics(get_task_vals("sni", "sni"), predictions, targets, meta)
+        expected = official_results(predictions, meta)
+        self.assertEqual({key: results[key] for key in expected}, expected)
+        self.assertEqual(set(results) - set(expected), {"invalid_count", "invalid_rate"})
+        # The numbers themselves: 4 exact matches of 10 (Sack., bag, bottle, entailment!), 3 of 6 in the analogies.
+        self.assertEqual(results["exact_match"], 40.0)
+        self.assertEqual(results["exact_match_for_word_analogy"], 50.0)
+        self.assertEqual(results["exact_match_for_task1388_cb_entailment"], 25.0)
+        self.assertEqual(results["invalid_count"], 1)  # the empty prediction
+
+    @parameterized.named_parameters(
+        ("case_and_punctuation", "Sack.", ["sack"], True, 1.0),
+        ("whitespace", "  bag \n", ["bag"], True, 1.0),
+        ("articles_are_kept", "the jar", ["jar"], False, 2 / 3),
+        ("stemmed_for_rouge_only", "bottles", ["bottle"], False, 1.0),
+        ("best_of_the_references", "bottle", ["jug", "bottle"], True, 1.0),
+        ("punctuation_only_is_empty", "...", ["Neutral"], False, 0.0),
+    )
+    def test_one_instance(self, prediction, references, exact, rouge_l):
+        self.assertEqual(metrics.sni_exact_match(prediction, references), exact)
+        self.assertAlmostEqual(metrics.sni_rouge_l(prediction, references), rouge_l)
+        self.assertEqual(metrics.sni_exact_match(prediction, references),
+                         max(official_exact_match(prediction, ref) for ref in references))
 
 
 if __name__ == "__main__":

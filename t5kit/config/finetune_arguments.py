@@ -7,6 +7,7 @@ import constants
 from t5kit.config import launch_checks
 from t5kit.config.arguments import (T5_SOURCE_LENGTH, T5TrainingArguments, TaskInputArguments, check_choices,
                                     check_data_files, check_positive)
+from t5kit.config.sni_arguments import SNI_BENCHMARK, SNI_SOURCE_LENGTH, SNIArguments
 from t5kit.errors import UsageError
 
 _HF_FIELDS = {f.name: f for f in dataclasses.fields(T5TrainingArguments)}
@@ -20,9 +21,10 @@ LORA_R, LORA_ALPHA, LORA_TARGET_MODULES = 8, 16.0, "q,v"
 
 
 @dataclass
-class FineTuneDataArguments(TaskInputArguments):
+class FineTuneDataArguments(TaskInputArguments, SNIArguments):
     """The tasks, their data and how they are mixed; --max_source_length, --label_scoring and
-    --max_predict_samples come from TaskInputArguments, which predict_t5.py shares."""
+    --max_predict_samples come from TaskInputArguments, which predict_t5.py shares, the --sni_* flags from
+    SNIArguments."""
 
     benchmark: str = field(default="glue", metadata={
         "help": "Benchmark of --dataset_name in constants.DATASET_VALS: " + ", ".join(constants.DATASET_VALS)
@@ -40,7 +42,8 @@ class FineTuneDataArguments(TaskInputArguments):
     data_dir: list[str] = field(default=None, metadata={
         "help": "Folder(s) in the official GLUE/SuperGLUE layout: a task folder (../shared/data/glue/SST-2 with "
                 "train.tsv/dev.tsv/test.tsv, or train/val/test.jsonl) or a benchmark folder holding one per task "
-                "(../shared/data/glue for --tasks). Unset and no --train_file: the hub dataset of the registry."})
+                "(../shared/data/glue for --tasks), or with --benchmark sni the root of a natural-instructions "
+                "checkout (tasks/, splits/default/). Unset and no --train_file: the hub dataset of the registry."})
     train_file: str = field(default=None, metadata={
         "help": "Local training rows (.csv, .tsv, .json, .jsonl) with the task's columns; labels as ids or words."})
     validation_file: str = field(default=None, metadata={
@@ -75,8 +78,12 @@ class FineTuneDataArguments(TaskInputArguments):
     def __post_init__(self):
         check_choices(self)
         TaskInputArguments.__post_init__(self)
+        self.check_sni_flags()
+        sni = self.benchmark == SNI_BENCHMARK and not self.tasks
+        if sni and not self.dataset_name:  # the benchmark is its one task
+            self.dataset_name = SNI_BENCHMARK
         if self.max_source_length is None:
-            self.max_source_length = T5_SOURCE_LENGTH
+            self.max_source_length = SNI_SOURCE_LENGTH if sni else T5_SOURCE_LENGTH
         # YAML may give a list of tasks or a single folder; the parser only splits command-line values.
         if isinstance(self.tasks, (list, tuple)):
             self.tasks = ",".join(self.tasks)

@@ -12,6 +12,7 @@ import datasets
 import yaml
 
 from constants import STSB_TARGET_RESOLUTION, WNLI_AS_WSC
+from t5kit.data import sni
 from t5kit.data.superglue_formats import EXAMPLES, SPLIT_CHECKS
 from t5kit.data.task_sources import FILE_FLAGS, convert_rows, read_split, report_dropped
 from t5kit.data.task_format import build_task_vals, format_stsb_target, get_task_vals, split_result_key
@@ -116,6 +117,8 @@ def plan_splits(tasks, data_args, training_args) -> list:
     and so is a run left with nothing to read (a diagnostic task evaluated without --do_predict)."""
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         raise UsageError("nothing to do: pass --do_train, --do_eval or --do_predict true")
+    if any(task.get("row_format") == sni.ROW_FORMAT for task in tasks):  # its checkout, before anything is written
+        sni.check_checkout(data_args, ["train"] * training_args.do_train + ["test"] * training_args.do_eval)
     files = {"train": data_args.train_file, "eval": data_args.validation_file, "predict": data_args.test_file}
     files_mode = any(files.values())
     if files_mode and data_args.test_file and not training_args.do_predict:
@@ -228,9 +231,11 @@ def check_leaderboard_indices(plan, data_args, examples, where):
                              "predictions files only")
 
 
-def build_task_split(plan, data_args, tokenizer, cache_dir=None) -> TaskSplit:
-    """Reads, checks, formats and tokenises one split."""
+def build_task_split(plan, data_args, tokenizer, cache_dir=None, seed=0) -> TaskSplit:
+    """Reads, checks, formats and tokenises one split (seed: the draws of SNI's instances and targets)."""
     task_vals = plan.task_vals
+    if task_vals.get("row_format") == sni.ROW_FORMAT:
+        return build_sni_split(plan, data_args, tokenizer, seed)
     raw_rows, columns, where, from_task_files = read_split(plan, data_args, cache_dir)
     rows, malformed, unlabeled = convert_rows(plan, raw_rows, columns, where, from_task_files)
     rows = limit_rows(rows, plan, data_args)
@@ -264,12 +269,27 @@ def build_task_split(plan, data_args, tokenizer, cache_dir=None) -> TaskSplit:
     return TaskSplit(plan, inputs, targets, meta, dataset, stats, max_target)
 
 
+def build_sni_split(plan, data_args, tokenizer, seed) -> TaskSplit:
+    """The split's SNI tasks in the Tk-Instruct format (data/sni.py), tokenised like every split; its stats name
+    the tasks."""
+    examples = sni.read_sni_split(plan, data_args, tokenizer, seed)
+    limit = {"train": data_args.max_train_samples, "eval": data_args.max_eval_samples}.get(plan.role)
+    if limit is not None:  # --max_train_samples / --max_eval_samples: the first N examples, tasks in file order
+        examples.inputs, examples.targets, examples.meta = (values[:limit] for values in
+                                                            (examples.inputs, examples.targets, examples.meta))
+    max_target = target_length(plan.task_vals, data_args, tokenizer)
+    dataset, cut = tokenize_split(tokenizer, examples.inputs, examples.targets, data_args.max_source_length,
+                                  max_target)
+    stats = dict(examples.stats, unlabeled=0, used=len(examples.inputs), **cut)
+    return TaskSplit(plan, examples.inputs, examples.targets, examples.meta, dataset, stats, max_target)
+
+
 def build_task_splits(plans, data_args, training_args, tokenizer, cache_dir=None) -> dict:
     """{"train": [...], "eval": [...], "predict": [...]} TaskSplits, tokenised on the main process first."""
     splits = {"train": [], "eval": [], "predict": []}
     with training_args.main_process_first(desc="reading and tokenising task data"):
         for plan in plans:
-            splits[plan.role].append(build_task_split(plan, data_args, tokenizer, cache_dir))
+            splits[plan.role].append(build_task_split(plan, data_args, tokenizer, cache_dir, training_args.seed))
     return splits
 
 

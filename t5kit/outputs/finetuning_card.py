@@ -78,6 +78,7 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> M
     example = first.inputs[0] if first else f"{tasks[0]['prefix']} ..."
     max_new_tokens = first.max_target_length if first else record.get("max_target_length") or 128
     objective = "\n".join(
+        sni_objective(task, summary) if task.get("row_format") == "sni" else
         f"- `{task['name']}` ({task['task_type']}): input `{input_template(task)}`, target "
         + (", ".join(f"`{word}`" for word in task["labels"].values()) if task["labels"] else
            "the text of " + f"`{task['label_column_name']}`") for task in tasks)
@@ -114,3 +115,20 @@ def source_of(record) -> str:
     if record.get("data_dir"):
         return "the official files in " + ", ".join(f"`{folder}`" for folder in record["data_dir"])
     return "the hub datasets above"
+
+
+SNI_TASKS_SHOWN = 20  # a card names this many SNI tasks per split, then counts the rest
+
+
+def sni_objective(task_vals, summary) -> str:
+    """The card's lines for Super-NaturalInstructions: its format and the tasks of each split (the split stats)."""
+    lines = [f"- `{task_vals['name']}`: Super-NaturalInstructions in the Tk-Instruct format nanoT5 fine-tunes on "
+             "(the task's definition, its positive examples, then the instance; target: one of the instance's "
+             "outputs), scored by the official evaluation's exact match and Rouge-L against all its outputs"]
+    for key, stats in summary["data"].items():
+        if key.startswith(f"{task_vals['name'].split('/')[1]}/") and "tasks" in stats:
+            names, split = stats["tasks"], key.rsplit("/", 1)[1]
+            shown = ", ".join(f"`{name}`" for name in names[:SNI_TASKS_SHOWN])
+            more = f" and {len(names) - SNI_TASKS_SHOWN} more" if len(names) > SNI_TASKS_SHOWN else ""
+            lines.append(f"  - {split} tasks ({len(names)}): {shown}{more}")
+    return "\n".join(lines)

@@ -18,7 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from metrics import INVALID, normalize_squad, parse_label, parse_score, wsc_referent_match
+from metrics import INVALID, normalize_squad, parse_label, parse_score, sni_exact_match, wsc_referent_match
 from t5kit.data.task_format import normalize_text
 from t5kit.outputs.atomic_files import atomic_write
 
@@ -41,6 +41,8 @@ def is_correct(task_vals, target, prediction, meta):
     whether naming / not naming the candidate agrees with the label."""
     if target is None:
         return None
+    if task_vals.get("row_format") == "sni":  # any of the instance's outputs, after SNI's normalisation
+        return bool(sni_exact_match(prediction, meta["references"]))
     if task_vals["task_type"] == "referent":
         return wsc_referent_match(prediction, meta["referent"]) == meta["label"]
     if task_vals["task_type"] == "qa":
@@ -49,10 +51,15 @@ def is_correct(task_vals, target, prediction, meta):
 
 
 def prediction_rows(split, predictions) -> list:
-    """One dict per row: input, target, prediction, and whether it is correct (None for unlabeled rows)."""
-    return [{"input": text, "target": target, "prediction": prediction,
+    """One dict per row: input, target, prediction, and whether it is correct (None for unlabeled rows). SNI rows
+    add what its official evaluation reads: the instance id, its task and all its references."""
+    rows = [{"input": text, "target": target, "prediction": prediction,
              "correct": is_correct(split.task_vals, target, prediction, meta)}
             for text, target, prediction, meta in zip(split.inputs, split.targets, predictions, split.meta)]
+    if split.task_vals.get("row_format") == "sni":
+        for row, meta in zip(rows, split.meta):
+            row.update(id=meta["id"], task=meta["task"], references=meta["references"])
+    return rows
 
 
 def predictions_path(output_dir, split, fmt) -> Path:
@@ -67,7 +74,8 @@ def write_predictions(output_dir, split, predictions, fmt) -> Path:
         if fmt == "jsonl":
             handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
         else:
-            writer = csv.DictWriter(handle, fieldnames=PREDICTION_COLUMNS, delimiter="\t", lineterminator="\n")
+            columns = list(rows[0]) if rows else PREDICTION_COLUMNS  # SNI rows hold more
+            writer = csv.DictWriter(handle, fieldnames=columns, delimiter="\t", lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
     return path

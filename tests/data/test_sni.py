@@ -1,0 +1,313 @@
+"""Spec of data/sni.py: Super-NaturalInstructions read from the official layout and put in the Tk-Instruct format
+exactly as nanoT5 does, on the real (trimmed) task files of tests/fixtures/natural_instructions; the checkout
+checks; the English filter; the instance caps."""
+import json
+import random
+import shutil
+import string
+from pathlib import Path
+from types import SimpleNamespace
+
+from absl.testing import absltest, parameterized
+
+from t5kit.config.sni_arguments import SNIArguments
+from t5kit.data import sni
+from t5kit.data.task_splits import SplitPlan
+from t5kit.errors import UsageError
+from t5kit.model import building
+from tests.helpers import REPO, require
+
+FIXTURE = REPO / "tests" / "fixtures" / "natural_instructions"
+TEST_TASKS = ("task1159_bard_analogical_reasoning_containers", "task1388_cb_entailment")
+TRAIN_TASKS = ("task1146_country_capital", "task1331_reverse_array")
+
+
+def nanot5_sources(batch, tokenizer, max_source_length, add_task_name=False, add_task_definition=True,
+                   num_pos_examples=0, num_neg_examples=0, add_explanation=False):
+    """The input texts of PiotrNawrot/nanoT5 nanoT5/utils/copied_utils.py @ 73b2e63, DataCollatorForNI.__call__
+    (lines "sources = []" .. the truncation by decode), transcribed for tk_instruct=False; `batch` holds ni_dataset.py
+    examples ({"Task", "Definition", "Positive Examples", "Negative Examples", "Instance"})."""
+    sources = []
+    for instance in batch:
+        task_input = ""
+        # add the input first.
+        task_input += "Now complete the following example -\n"
+        task_input += f"Input: {instance['Instance']['input'].strip()}"
+        if not task_input[-1] in string.punctuation:
+            task_input += "."
+        task_input += "\n"
+        task_input += "Output: "
+
+        task_name = ""
+        if add_task_name:
+            task_name += instance["Task"] + ". "
+
+        definition = ""
+        if add_task_definition:
+            if isinstance(instance["Definition"], list):
+                definition = (
+                    "Definition: " + instance["Definition"][0].strip()
+                )
+            else:
+                definition = "Definition: " + instance["Definition"].strip()
+            if not definition[-1] in string.punctuation:
+                definition += "."
+            definition += "\n\n"
+
+        # try to add positive examples.
+        pos_examples = []
+        for idx, pos_example in enumerate(
+            instance["Positive Examples"][:num_pos_examples]
+        ):
+            pos_example_str = f" Positive Example {idx+1} -\n"
+            pos_example_str += f"Input: {pos_example['input'].strip()}"
+            if not pos_example_str[-1] in string.punctuation:
+                pos_example_str += "."
+            pos_example_str += "\n"
+            pos_example_str += f" Output: {pos_example['output'].strip()}"
+            if not pos_example_str[-1] in string.punctuation:
+                pos_example_str += "."
+            pos_example_str += "\n"
+            if add_explanation and "explanation" in pos_example:
+                pos_example_str += (
+                    f" Explanation: {pos_example['explanation'].strip()}"
+                )
+                if not pos_example_str[-1] in string.punctuation:
+                    pos_example_str += "."
+                pos_example_str += "\n"
+            pos_example_str += "\n"
+            if (
+                len(
+                    tokenizer(
+                        definition
+                        + " ".join(pos_examples)
+                        + pos_example_str
+                        + task_input
+                    )["input_ids"]
+                )
+                <= max_source_length
+            ):
+                pos_examples.append(pos_example_str)
+            else:
+                break
+
+        # try to add negative examples.
+        neg_examples = []
+        for idx, neg_example in enumerate(
+            instance["Negative Examples"][:num_neg_examples]
+        ):
+            neg_example_str = f" Negative Example {idx+1} -\n"
+            neg_example_str += f"Input: {neg_example['input'].strip()}"
+            if not neg_example_str[-1] in string.punctuation:
+                neg_example_str += "."
+            neg_example_str += "\n"
+            neg_example_str += f" Output: {neg_example['output'].strip()}"
+            if not neg_example_str[-1] in string.punctuation:
+                neg_example_str += "."
+            neg_example_str += "\n"
+            if add_explanation and "explanation" in neg_example:
+                neg_example_str += (
+                    f" Explanation: {neg_example['explanation'].strip()}"
+                )
+                if not neg_example_str[-1] in string.punctuation:
+                    neg_example_str += "."
+                neg_example_str += "\n"
+            neg_example_str += "\n"
+            if (
+                len(
+                    tokenizer(
+                        definition
+                        + " ".join(pos_examples)
+                        + " ".join(neg_examples)
+                        + neg_example_str
+                        + task_input
+                    )["input_ids"]
+                )
+                <= max_source_length
+            ):
+                neg_examples.append(neg_example_str)
+            else:
+                break
+
+        source = (
+            task_name
+            + definition
+            + "".join(pos_examples)
+            + "".join(neg_examples)
+            + task_input
+        )
+        tokenized_source = tokenizer(source)["input_ids"]
+        if len(tokenized_source) <= max_source_length:
+            sources.append(source)
+        else:
+            sources.append(
+                tokenizer.decode(
+                    tokenized_source[: max_source_length],
+                    skip_special_tokens=True,
+                )
+            )
+    return sources
+
+
+def nanot5_examples(task_name):
+    """nanoT5/utils/ni_dataset.py `_generate_examples` for one task, without the shuffle and cap: the task file's
+    fields plus "Task", one example per instance."""
+    task_data = json.loads((FIXTURE / "tasks" / f"{task_name}.json").read_text(encoding="utf-8"))
+    task_data["Task"] = task_name
+    if "Instruction Source" in task_data:
+        task_data.pop("Instruction Source")
+    all_instances = task_data.pop("Instances")
+    examples = []
+    for instance in all_instances:
+        example = task_data.copy()
+        example["id"] = instance["id"]
+        example["Instance"] = instance
+        examples.append(example)
+    return examples
+
+
+def sni_flags(data_dir=FIXTURE, max_source_length=1024, **overrides):
+    """The data flags read_sni_split reads: SNIArguments' defaults, a checkout, --max_source_length."""
+    flags = SimpleNamespace(**vars(SNIArguments()), data_dir=[str(data_dir)], max_source_length=max_source_length,
+                            train_file=None, validation_file=None, test_file=None)
+    for name, value in overrides.items():
+        setattr(flags, name, value)
+    return flags
+
+
+def plan(split):
+    return SplitPlan({}, split, "train" if split == "train" else "eval", "sni")
+
+
+class TkInstructFormatTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+
+    @parameterized.named_parameters(
+        ("nanot5_defaults", 1024, dict(num_pos_examples=2)),
+        ("task_name_negatives_explanations", 1024,
+         dict(add_task_name=True, num_pos_examples=3, num_neg_examples=2, add_explanation=True)),
+        ("no_definition", 1024, dict(add_task_definition=False, num_pos_examples=2)),
+        ("examples_dropped_when_they_do_not_fit", 96, dict(num_pos_examples=3, num_neg_examples=2)),
+        ("inputs_cut_by_decoding", 40, dict(num_pos_examples=2)),
+    )
+    def test_inputs_equal_nanot5_on_every_fixture_instance(self, max_source_length, settings):
+        flags = sni_flags(max_source_length=max_source_length,
+                          **{f"sni_{name}": value for name, value in settings.items()})
+        for task_name in (*TRAIN_TASKS, *TEST_TASKS):
+            batch = nanot5_examples(task_name)
+            expected = nanot5_sources(batch, self.tokenizer, max_source_length, **settings)
+            task = sni.load_task(FIXTURE / "tasks" / f"{task_name}.json")
+            ours = [sni.tk_instruct_input(task, task_name, example["Instance"], self.tokenizer, max_source_length,
+                                          flags)[0] for example in batch]
+            self.assertEqual(ours, expected, task_name)
+
+    def test_default_input_of_a_real_instance(self):
+        """The default format written out once (docs/data.md shows it): definition, 2 positive examples, the
+        instance; a definition without final punctuation gets a period."""
+        task = sni.load_task(FIXTURE / "tasks" / "task1146_country_capital.json")
+        text, cut = sni.tk_instruct_input(task, "task1146_country_capital", task["Instances"][0], self.tokenizer,
+                                          1024, sni_flags())
+        self.assertFalse(cut)
+        self.assertEqual(text, (
+            "Definition: In this task, you are given a country name and you need to return the capital city of the "
+            "given country.\n\n"
+            " Positive Example 1 -\nInput: United States.\n Output: Washington.\n\n"
+            " Positive Example 2 -\nInput: India.\n Output: New Delhi.\n\n"
+            "Now complete the following example -\nInput: Afghanistan.\nOutput: "))
+
+
+class ReadSplitTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+
+    def test_test_split_reads_every_instance_with_all_its_references(self):
+        examples = sni.read_sni_split(plan("test"), sni_flags(), self.tokenizer, seed=0)
+        self.assertEqual(examples.stats["tasks"], list(TEST_TASKS))
+        instances = {instance["id"]: instance for name in TEST_TASKS
+                     for instance in sni.load_task(FIXTURE / "tasks" / f"{name}.json")["Instances"]}
+        self.assertCountEqual([row["id"] for row in examples.meta], instances)  # 11, all under the 100 cap
+        for row, target in zip(examples.meta, examples.targets):
+            self.assertEqual(row["references"], instances[row["id"]]["output"])
+            self.assertIn(target, row["references"])
+        self.assertEqual({row["category"] for row in examples.meta}, {"Word Analogy", "Textual Entailment"})
+
+    def test_caps_and_draws_depend_on_the_seed_alone(self):
+        flags = sni_flags(sni_max_num_instances_per_task=3)
+        first = sni.read_sni_split(plan("train"), flags, self.tokenizer, seed=1)
+        again = sni.read_sni_split(plan("train"), flags, self.tokenizer, seed=1)
+        other = sni.read_sni_split(plan("train"), flags, self.tokenizer, seed=2)
+        self.assertEqual(first.meta, again.meta)
+        self.assertEqual(first.inputs, again.inputs)
+        self.assertEqual([row["task"] for row in first.meta], [TRAIN_TASKS[0]] * 3 + [TRAIN_TASKS[1]] * 3)
+        self.assertNotEqual([row["id"] for row in first.meta], [row["id"] for row in other.meta])
+
+    def test_select_instances_keeps_the_test_splits_first_100(self):
+        instances = [{"id": str(i)} for i in range(150)]
+        test = sni.select_instances(instances, "test", 100, random.Random(0))
+        self.assertCountEqual([row["id"] for row in test], [str(i) for i in range(100)])
+        self.assertEqual(len(sni.select_instances(instances, "train", 100, random.Random(0))), 100)
+        self.assertEqual(len(sni.select_instances(instances, "train", -1, random.Random(0))), 150)
+
+    def test_non_english_tasks_are_left_out_unless_asked(self):
+        checkout = Path(self.create_tempdir().full_path)
+        shutil.copytree(FIXTURE, checkout, dirs_exist_ok=True)
+        path = checkout / "tasks" / "task1388_cb_entailment.json"
+        task = json.loads(path.read_text())
+        task["Output_language"] = ["Spanish"]
+        path.write_text(json.dumps(task))
+        english = sni.read_sni_split(plan("test"), sni_flags(checkout), self.tokenizer, seed=0)
+        self.assertEqual(english.stats["tasks"], [TEST_TASKS[0]])
+        self.assertEqual(english.stats["non_english_tasks"], 1)
+        every = sni.read_sni_split(plan("test"), sni_flags(checkout, sni_english_only=False), self.tokenizer, 0)
+        self.assertEqual(every.stats["tasks"], list(TEST_TASKS))
+
+
+class CheckoutTest(parameterized.TestCase):
+
+    def checkout(self):
+        folder = Path(self.create_tempdir().full_path)
+        shutil.copytree(FIXTURE, folder, dirs_exist_ok=True)
+        return folder
+
+    def test_the_fixture_is_a_checkout(self):
+        sni.check_checkout(sni_flags(), ["train", "test"])
+
+    def test_a_folder_without_tasks_is_refused(self):
+        folder = self.checkout()
+        shutil.rmtree(folder / "tasks")
+        with self.assertRaisesRegex(UsageError, r"is not a natural-instructions checkout: .*tasks/ is missing"):
+            sni.check_checkout(sni_flags(folder), ["train", "test"])
+
+    def test_a_missing_split_file_is_named(self):
+        folder = self.checkout()
+        (folder / "splits" / "default" / "test_tasks.txt").unlink()
+        with self.assertRaisesRegex(UsageError, r"the split file .*test_tasks.txt is missing"):
+            sni.check_checkout(sni_flags(folder), ["train", "test"])
+        sni.check_checkout(sni_flags(folder), ["train"])  # a training-only run does not need it
+
+    def test_a_task_without_its_file_is_named_with_its_line(self):
+        folder = self.checkout()
+        with open(folder / "splits" / "default" / "train_tasks.txt", "a") as handle:
+            handle.write("task9999_missing\n")
+        with self.assertRaisesRegex(UsageError, r"train_tasks.txt line 3 names task task9999_missing, which has no "
+                                                r"task file .*task9999_missing.json"):
+            sni.check_checkout(sni_flags(folder), ["train"])
+
+    def test_another_split_folder(self):
+        folder = self.checkout()
+        (folder / "splits" / "mine").mkdir()
+        (folder / "splits" / "mine" / "train_tasks.txt").write_text("task1331_reverse_array\n")
+        flags = sni_flags(folder, sni_split_dir=str(folder / "splits" / "mine"))
+        sni.check_checkout(flags, ["train"])
+        self.assertEqual(sni.split_task_names(flags, "train"), ["task1331_reverse_array"])
+
+
+if __name__ == "__main__":
+    absltest.main()
