@@ -78,8 +78,9 @@ class TaskInputArguments:
 
     max_source_length: int = field(default=None, metadata={
         "help": "Input tokens per example (EOS included); longer inputs are cut, keeping EOS, and counted in the log. "
-                f"Unset: {T5_SOURCE_LENGTH} when fine-tuning (T5 fine-tuned with {T5_SOURCE_LENGTH}); predict_t5.py "
-                f"takes the model card's (the length the model was trained with), else {constants.INPUT_LENGTH}."})
+                f"Unset: {T5_SOURCE_LENGTH} when fine-tuning (T5 fine-tuned with {T5_SOURCE_LENGTH}; 1024 with "
+                "--benchmark sni, as nanoT5); predict_t5.py takes the model card's (the length the model was trained "
+                f"with), else {constants.INPUT_LENGTH}."})
     label_scoring: str = field(default="generate", metadata={
         "help": "How a classification task's labels are predicted: generate (decode, greedy or with beams; a text "
                 "that is no label word counts as wrong) or rank (score every label word by log-likelihood, the "

@@ -85,6 +85,8 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> M
     scoring = ("Classification tasks are predicted by ranking the label words (`--label_scoring rank`)."
                if record["label_scoring"] == "rank" else "Predictions are generated and must equal a label word "
                "(anything else counts as wrong).")
+    if all(task.get("row_format") == "sni" for task in tasks):
+        scoring = "Predictions are generated and scored against every output of their instance."
     hyperparameters, training_results = hf_training_sections(trainer)
     where = model_location(record)
     origin = f"`{record['model_name_or_path']}`" if record.get("model_name_or_path") else \

@@ -67,6 +67,7 @@ class SNIEndToEndTest(parameterized.TestCase):
     def test_model_card_names_the_benchmark_and_its_tasks(self):
         card = (self.run_dir / "README.md").read_text()
         self.assertIn("Super-NaturalInstructions in the Tk-Instruct format", card)
+        self.assertIn("scored against every output of their instance", card)
         for name in (*TRAIN_TASKS, *TEST_TASKS):
             self.assertIn(f"`{name}`", card)
 
