@@ -168,7 +168,8 @@ def nanot5_examples(task_name):
 
 def sni_flags(data_dir=FIXTURE, max_source_length=1024, **overrides):
     """The data flags read_sni_split reads: SNIArguments' defaults, a checkout, --max_source_length."""
-    flags = SimpleNamespace(**vars(SNIArguments()), data_dir=[str(data_dir)], max_source_length=max_source_length,
+    flags = SimpleNamespace(**vars(SNIArguments()), data_dir=[str(data_dir)] if data_dir else None,
+                            max_source_length=max_source_length,
                             train_file=None, validation_file=None, test_file=None)
     for name, value in overrides.items():
         setattr(flags, name, value)
@@ -299,6 +300,31 @@ class CheckoutTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, r"train_tasks.txt line 3 names task task9999_missing, which has no "
                                                 r"task file .*task9999_missing.json"):
             sni.check_checkout(sni_flags(folder), ["train"])
+
+    def test_a_run_without_a_checkout_or_with_row_files_is_refused(self):
+        with self.assertRaisesRegex(UsageError, r"reads a natural-instructions checkout: pass --data_dir"):
+            sni.check_checkout(sni_flags(data_dir=None), ["test"])
+        with self.assertRaisesRegex(UsageError, r"not from --train_file"):
+            sni.check_checkout(sni_flags(train_file="rows.jsonl"), ["test"])
+
+    @parameterized.named_parameters(
+        ("not_json", "{\"Definition\": [", r"task1146_country_capital.json is not valid JSON"),
+        ("not_a_task", "{\"Definition\": [\"Reverse.\"]}", r"is no natural-instructions task file: it lacks "
+                                                           r"Positive Examples, Negative Examples, Instances"),
+    )
+    def test_a_broken_task_file_is_named(self, text, message):
+        folder = self.checkout()
+        (folder / "tasks" / "task1146_country_capital.json").write_text(text)
+        with self.assertRaisesRegex(UsageError, message):
+            sni.read_sni_split(plan("train"), sni_flags(folder), tokenizer=None, seed=0)
+
+    @parameterized.named_parameters(
+        ("no_instances", dict(sni_max_num_instances_per_task=0), r"--sni_max_num_instances_per_task=0 must be >= 1"),
+        ("negative_examples", dict(sni_num_pos_examples=-1), r"--sni_num_pos_examples=-1 must be >= 0"),
+    )
+    def test_flags_out_of_range_are_refused(self, values, message):
+        with self.assertRaisesRegex(UsageError, message):
+            SNIArguments(**values).check_sni_flags()
 
     def test_another_split_folder(self):
         folder = self.checkout()
