@@ -5,7 +5,7 @@ task files -> Tk-Instruct inputs and targets, one example per instance.
     examples = read_sni_split(plan, data_args, tokenizer, seed)   # inputs, targets, meta (references), stats
 
 The sources, read exactly (tests/data/test_sni.py transcribes them and compares on the fixture's real tasks):
-- nanoT5/utils/ni_dataset.py (PiotrNawrot/nanoT5 @ 73b2e63, the same as Tk-Instruct's src/ni_dataset.py)
+- nanoT5/utils/ni_dataset.py (PiotrNawrot/nanoT5 @ 1375b38, the same as Tk-Instruct's src/ni_dataset.py)
   `_generate_examples`: a split file names one task a line, task NAME is tasks/NAME.json; the test split takes each
   task's first 100 instances (natural-instructions splits/README.md: the label-balanced instances the benchmark
   evaluates, put first "for reproducibility"); either split is then shuffled and cut to the cap (100 and 100).

@@ -24,9 +24,10 @@ TRAIN_TASKS = ("task1146_country_capital", "task1331_reverse_array")
 
 def nanot5_sources(batch, tokenizer, max_source_length, add_task_name=False, add_task_definition=True,
                    num_pos_examples=0, num_neg_examples=0, add_explanation=False):
-    """The input texts of PiotrNawrot/nanoT5 nanoT5/utils/copied_utils.py @ 73b2e63, DataCollatorForNI.__call__
-    (lines "sources = []" .. the truncation by decode), transcribed for tk_instruct=False; `batch` holds ni_dataset.py
-    examples ({"Task", "Definition", "Positive Examples", "Negative Examples", "Instance"})."""
+    """The input texts of PiotrNawrot/nanoT5 nanoT5/utils/copied_utils.py @ 1375b38 (unchanged since 73b2e63),
+    DataCollatorForNI.__call__ lines 400-574 ("sources = []" .. the truncation by decode), transcribed for
+    tk_instruct=False (its lines 402-450 pick a random encoding instead); `batch` holds ni_dataset.py examples
+    ({"Task", "Definition", "Positive Examples", "Negative Examples", "Instance"})."""
     sources = []
     for instance in batch:
         task_input = ""
@@ -150,8 +151,9 @@ def nanot5_sources(batch, tokenizer, max_source_length, add_task_name=False, add
 
 
 def nanot5_examples(task_name):
-    """nanoT5/utils/ni_dataset.py `_generate_examples` for one task, without the shuffle and cap: the task file's
-    fields plus "Task", one example per instance."""
+    """nanoT5/utils/ni_dataset.py @ 1375b38 `_generate_examples` (lines 144-172) for one task, without the test
+    split's [:100] and the shuffle and cap (lines 162-167): the task file's fields plus "Task", one example per
+    instance."""
     task_data = json.loads((FIXTURE / "tasks" / f"{task_name}.json").read_text(encoding="utf-8"))
     task_data["Task"] = task_name
     if "Instruction Source" in task_data:
