@@ -1,7 +1,7 @@
 """Super-NaturalInstructions (SNI) as nanoT5 and Tk-Instruct read and format it: a natural-instructions checkout's
 task files -> Tk-Instruct inputs and targets, one example per instance.
 
-    check_checkout(data_args, roles)                      # step 1: the checkout, its split files, their task files
+    check_checkout(data_args, ["train", "test"])          # step 1: the checkout, its split files, their task files
     examples = read_sni_split(plan, data_args, tokenizer, seed)   # inputs, targets, meta (references), stats
 
 The sources, read exactly (tests/data/test_sni.py transcribes them and compares on the fixture's real tasks):
