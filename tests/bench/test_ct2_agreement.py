@@ -1,0 +1,46 @@
+"""bench/ct2_agreement.py: the gold labels of the official dev files, and one run of every arm on a tiny model."""
+import csv
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from absl.testing import absltest, parameterized
+
+from bench import ct2_agreement
+from t5kit.data.task_format import find_task
+from tests.helpers import require, save_tiny_t5
+
+
+class GoldLabelsTest(parameterized.TestCase):
+
+    @parameterized.parameters(("glue/sst2", "SST-2", "label", {"0": "negative", "1": "positive"}),
+                              ("glue/rte", "RTE", "label", {"entailment": "entailment",
+                                                            "not_entailment": "not_entailment"}))
+    def test_label_words_follow_the_file(self, task, folder, column, words):
+        path = require(f"glue/{folder}/dev.tsv")
+        with open(path, encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+        gold = ct2_agreement.gold_labels(find_task(task), path, 100_000)
+        self.assertEqual(gold, [words[row[column]] for row in rows])
+        self.assertLen(ct2_agreement.gold_labels(find_task(task), path, 7), 7)
+
+
+@pytest.mark.slow
+class EveryArmTest(absltest.TestCase):
+
+    def test_one_line_per_scoring_with_every_compute_type(self):
+        with tempfile.TemporaryDirectory() as folder:
+            model = save_tiny_t5(Path(folder) / "model")
+            results = ct2_agreement.main(["--model_name_or_path", model, "--max_examples", "12",
+                                          "--compute_types", "float32,int8"])
+        self.assertEqual(set(results), {"generate", "rank"})
+        for line in results.values():
+            # float32 gives the torch backend's predictions (tests/model/test_ctranslate2_backend.py's parity).
+            self.assertIn("ct2 float32: agrees with torch fp32 on 100.0%", line)
+            self.assertRegex(line, r"ct2 int8: agrees with torch fp32 on \d+\.\d%")
+            self.assertLen(re.findall(r"accuracy \d+\.\d%", line), 3)
+
+
+if __name__ == "__main__":
+    absltest.main()
