@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import datasets
 import yaml
 
-from constants import STSB_TARGET_RESOLUTION, WNLI_AS_WSC
+from constants import INSTRUCTION_FORMATS, STSB_TARGET_RESOLUTION, WNLI_AS_WSC
+from t5kit.data.instructions import flan_task_vals, instructor
 from t5kit.data.superglue_formats import EXAMPLES, SPLIT_CHECKS
 from t5kit.data.task_sources import FILE_FLAGS, convert_rows, read_split, report_dropped
 from t5kit.data.task_format import build_task_vals, format_stsb_target, get_task_vals, split_result_key
@@ -61,7 +62,37 @@ class TaskSplit:
 
 # --------------------------------------------------------------------------------------------------- tasks, plan
 def resolve_tasks(data_args) -> list:
-    """The registry entries (or the YAML-declared task) the run trains/evaluates; unknown names raise UsageError."""
+    """The registry entries (or the YAML-declared task) the run trains/evaluates, then the --eval_tasks it only
+    evaluates (held out: never trained on); with --instruction_templates, each in FLAN's format (instructions.py).
+    Unknown names, and a task listed twice, raise UsageError."""
+    tasks = named_tasks(data_args)
+    held_out = [name.strip() for name in (getattr(data_args, "eval_tasks", None) or "").split(",") if name.strip()]
+    tasks += [dict(task_vals, held_out=True) for task_vals in registry_tasks(held_out, data_args)]
+    duplicates = {t["name"] for t in tasks if [u["name"] for u in tasks].count(t["name"]) > 1}
+    if duplicates:
+        raise UsageError(f"--tasks and --eval_tasks name {sorted(duplicates)[0]} twice; list each task once (a "
+                         "held-out task in --eval_tasks only)" if held_out else
+                         f"--tasks names {sorted(duplicates)[0]} twice; list each task once")
+    templates = getattr(data_args, "instruction_templates", INSTRUCTION_FORMATS[0])
+    if templates == INSTRUCTION_FORMATS[0]:
+        return tasks
+    return [flan_task_vals(task_vals, templates, data_args.instruction_options, data_args.few_shot)
+            for task_vals in tasks]
+
+
+def registry_tasks(names, data_args) -> list:
+    tasks = []
+    for name in names:
+        benchmark, _, task = name.rpartition("/")
+        task_vals = get_task_vals(benchmark or data_args.benchmark, task)
+        if task_vals["name"] == "glue/wnli" and data_args.wnli_format == "wsc_simple":
+            task_vals.update(WNLI_AS_WSC)
+        tasks.append(task_vals)
+    return tasks
+
+
+def named_tasks(data_args) -> list:
+    """--custom_task, or the registry entries of --tasks / --dataset_name."""
     if data_args.custom_task is not None:
         spec = data_args.custom_task
         if isinstance(spec, str):  # given on the command line as YAML/JSON text
@@ -72,17 +103,7 @@ def resolve_tasks(data_args) -> list:
                                  "'{prefix: \"review:\", text_column_name: text, ...}'") from None
         return [build_task_vals(spec, name=f"custom/{data_args.dataset_name}")]
     names = [name.strip() for name in data_args.tasks.split(",")] if data_args.tasks else [data_args.dataset_name]
-    tasks = []
-    for name in names:
-        benchmark, _, task = name.rpartition("/")
-        task_vals = get_task_vals(benchmark or data_args.benchmark, task)
-        if task_vals["name"] == "glue/wnli" and data_args.wnli_format == "wsc_simple":
-            task_vals.update(WNLI_AS_WSC)
-        tasks.append(task_vals)
-    duplicates = {t["name"] for t in tasks if [u["name"] for u in tasks].count(t["name"]) > 1}
-    if duplicates:
-        raise UsageError(f"--tasks names {sorted(duplicates)[0]} twice; list each task once")
-    return tasks
+    return registry_tasks(names, data_args)
 
 
 def task_label(task_vals, tasks) -> str:
@@ -94,8 +115,8 @@ def task_label(task_vals, tasks) -> str:
 
 def task_splits(task_vals, files_mode) -> dict:
     """role -> the task's split names. A diagnostic task (train_split None) is never trained, even from local
-    files; local files give each role its one split."""
-    trains = task_vals.get("train_split", "train") is not None
+    files; local files give each role its one split. A held-out task (--eval_tasks) is never trained either."""
+    trains = task_vals.get("train_split", "train") is not None and not task_vals.get("held_out")
     if files_mode:
         return {"train": ["train"] if trains else [], "eval": ["validation"], "predict": ["test"]}
     return {"train": [task_vals["train_split"]] if trains else [], "eval": list(task_vals["validation_splits"]),
@@ -197,15 +218,18 @@ def limit_rows(rows, plan, data_args):
     return rows if limit is None else rows[:limit]
 
 
-def format_examples(plan, rows):
-    """(examples, malformed lines, filtered count): every row in its task's T5 format. WSC trains only on rows
-    whose candidate is the referent (T5's super_glue_wsc_v102_simple_train); a row that gives no example is
-    malformed."""
+def format_examples(plan, rows, seed=0, exemplar_rows=None):
+    """(examples, malformed lines, filtered count): every row in its task's T5 format, or FLAN's (instructions.py: a
+    template drawn by seed and position, exemplar_rows for --few_shot). WSC trains only on rows whose candidate is
+    the referent (T5's super_glue_wsc_v102_simple_train); a row that gives no example is malformed."""
     task_vals = plan.task_vals
     to_examples = EXAMPLES[task_vals.get("row_format", "glue")]
+    instruct = instructor(plan, seed, exemplar_rows) if task_vals.get("instructions") else None
     examples, malformed, filtered = [], [], 0
-    for number, row in rows:
+    for position, (number, row) in enumerate(rows):
         produced = to_examples(task_vals, row)
+        if instruct:
+            produced = instruct(row, position, produced)
         if not produced:
             malformed.append(number)
         if plan.role == "train" and task_vals.get("train_only_referents"):
@@ -213,6 +237,20 @@ def format_examples(plan, rows):
             produced = [example for example in produced if example.meta["label"] == 1]
         examples += [(number, example) for example in produced]
     return examples, malformed, filtered
+
+
+def exemplar_rows(plan, rows, data_args, cache_dir):
+    """--few_shot: the task's training rows [(line, row)] exemplars are drawn from (the split's own rows when it is
+    the training split; --max_train_samples applies); None without --few_shot."""
+    if not plan.task_vals.get("instructions", {}).get("few_shot"):
+        return None
+    if plan.role == "train":
+        return rows
+    if (data_args.validation_file or data_args.test_file) and not data_args.train_file:
+        raise UsageError("--few_shot draws exemplars from the training rows: pass --train_file too")
+    train = SplitPlan(plan.task_vals, plan.task_vals.get("train_split") or "train", "train", plan.key)
+    raw_rows, columns, where, from_task_files = read_split(train, data_args, cache_dir)
+    return limit_rows(convert_rows(train, raw_rows, columns, where, from_task_files)[0], train, data_args)
 
 
 def check_leaderboard_indices(plan, data_args, examples, where):
@@ -228,15 +266,16 @@ def check_leaderboard_indices(plan, data_args, examples, where):
                              "predictions files only")
 
 
-def build_task_split(plan, data_args, tokenizer, cache_dir=None) -> TaskSplit:
-    """Reads, checks, formats and tokenises one split."""
+def build_task_split(plan, data_args, tokenizer, cache_dir=None, seed=0) -> TaskSplit:
+    """Reads, checks, formats and tokenises one split (seed: what FLAN's templates and exemplars are drawn by)."""
     task_vals = plan.task_vals
     raw_rows, columns, where, from_task_files = read_split(plan, data_args, cache_dir)
     rows, malformed, unlabeled = convert_rows(plan, raw_rows, columns, where, from_task_files)
     rows = limit_rows(rows, plan, data_args)
     if task_vals.get("row_format") in SPLIT_CHECKS:
         SPLIT_CHECKS[task_vals["row_format"]](rows, where)
-    examples, unformatted, filtered = format_examples(plan, rows)
+    exemplars = exemplar_rows(plan, rows, data_args, cache_dir)
+    examples, unformatted, filtered = format_examples(plan, rows, seed, exemplars)
     report_dropped(plan, where, len(raw_rows), malformed + unformatted, unlabeled, len(examples))
     if filtered:
         logger.info("%s %s: trains on the %d rows whose candidate is the referent, not the %d others (T5's "
@@ -269,7 +308,7 @@ def build_task_splits(plans, data_args, training_args, tokenizer, cache_dir=None
     splits = {"train": [], "eval": [], "predict": []}
     with training_args.main_process_first(desc="reading and tokenising task data"):
         for plan in plans:
-            splits[plan.role].append(build_task_split(plan, data_args, tokenizer, cache_dir))
+            splits[plan.role].append(build_task_split(plan, data_args, tokenizer, cache_dir, training_args.seed))
     return splits
 
 

@@ -98,7 +98,9 @@ def submission_value(task_vals, text, meta=None):
         low, high = STSB_SCORE_RANGE
         return f"{low if score is None else min(max(score, low), high):.3f}", score is not None
     label, valid = predicted_label(task_vals, text, meta)
-    return (task_vals["labels"][label] if task in GLUE_STRING_LABEL_TASKS else str(label)), valid
+    # T5's label words (FLAN's templates replace them in "labels" with its answers: instructions.py)
+    words = task_vals.get("t5_labels", task_vals["labels"])
+    return (words[label] if task in GLUE_STRING_LABEL_TASKS else str(label)), valid
 
 
 def write_glue_submission(output_dir, split, predictions):
@@ -125,7 +127,7 @@ def superglue_records(split, predictions) -> list:
         return list(first.values())
     values = [predicted_label(task_vals, text, meta) for text, meta in zip(predictions, split.meta)]
     warn_invalid(f"{task_vals['data_dir_name']}.jsonl", values, "the first label")
-    words = SUPERGLUE_LABEL_VALUES.get(task) or tuple(task_vals["labels"].values())
+    words = SUPERGLUE_LABEL_VALUES.get(task) or tuple(task_vals.get("t5_labels", task_vals["labels"]).values())
     if task != "multirc":
         return [{"idx": meta["idx"], "label": words[label]} for (label, _), meta in zip(values, split.meta)]
     passages = {}
