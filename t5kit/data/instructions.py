@@ -25,6 +25,7 @@ class indices) and --label_scoring rank (which ranks the label words) work uncha
 words (task_vals["t5_labels"]).
 """
 import collections
+import logging
 import re
 import zlib
 
@@ -36,6 +37,7 @@ from t5kit.data.flan_templates import PATTERNS
 from t5kit.data.superglue_formats import Example
 from t5kit.errors import UsageError
 
+logger = logging.getLogger(__name__)
 PLACEHOLDER = re.compile(r"{(\w*)}")
 TF_WHITESPACE = " \t\n\v\f\r"  # what tf.strings.strip removes (absl's ASCII whitespace), no other Unicode space
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -226,10 +228,11 @@ def instruction_example(task_vals, template, row, exemplar_rows=(), options=Fals
     return few_shot_input(FORMATS[fmt], query, exemplars), target
 
 
-def instructor(plan, seed, exemplar_rows=None):
+def instructor(plan, seed, exemplar_rows=None, fits=None):
     """instruct(row, position, examples) -> the examples with FLAN's input and target (meta kept): the template and
     exemplars drawn by example_key. exemplar_rows: the task's training rows [(line, row)] for --few_shot; refuses
-    --few_shot larger than they allow."""
+    --few_shot larger than they allow. fits(text): whether an input fits --max_source_length; exemplars are dropped
+    from the end until it does (FLAN's prune_fewshot_examples_by_length keeps the exemplars that fit, in order)."""
     task_vals = plan.task_vals
     settings = task_vals["instructions"]
     shots = settings["few_shot"]
@@ -240,13 +243,23 @@ def instructor(plan, seed, exemplar_rows=None):
         raise UsageError(f"--few_shot {shots}: {task_vals['name']} has {len(pool)} training rows to draw exemplars "
                          f"from{' (an example is never its own)' if plan.role == 'train' else ''}; pass "
                          f"--few_shot {max(available, 0)} or less")
+    pruned = []
 
     def instruct(row, position, examples):
         bits = draw_bits(example_key(seed, task_vals["name"], plan.split, position), shots + 1)
         template = templates[bits[0] % len(templates)]
-        chosen = draw_exemplars(bits[1:], len(pool), shots, position if plan.role == "train" else None)
-        text, target = instruction_example(task_vals, template, row, [pool[index] for index in chosen],
-                                           settings["options"], settings["format"])
+        exemplars = [pool[index] for index in draw_exemplars(bits[1:], len(pool), shots,
+                                                             position if plan.role == "train" else None)]
+        while True:
+            text, target = instruction_example(task_vals, template, row, exemplars, settings["options"],
+                                               settings["format"])
+            if not exemplars or fits is None or fits(text):
+                break
+            exemplars = exemplars[:-1]
+            if not pruned:
+                logger.info("%s %s: exemplars dropped from inputs longer than --max_source_length (as FLAN prunes "
+                            "them); raise it to keep all %d", task_vals["name"], plan.split, shots)
+            pruned.append(position)
         return [Example(text, target if example.target is not None else None, example.meta)
                 for example in examples]
     return instruct

@@ -218,13 +218,14 @@ def limit_rows(rows, plan, data_args):
     return rows if limit is None else rows[:limit]
 
 
-def format_examples(plan, rows, seed=0, exemplar_rows=None):
+def format_examples(plan, rows, seed=0, exemplar_rows=None, fits=None):
     """(examples, malformed lines, filtered count): every row in its task's T5 format, or FLAN's (instructions.py: a
-    template drawn by seed and position, exemplar_rows for --few_shot). WSC trains only on rows whose candidate is
-    the referent (T5's super_glue_wsc_v102_simple_train); a row that gives no example is malformed."""
+    template drawn by seed and position; exemplar_rows for --few_shot, as many as fits(text) allows). WSC trains only
+    on rows whose candidate is the referent (T5's super_glue_wsc_v102_simple_train); a row that gives no example is
+    malformed."""
     task_vals = plan.task_vals
     to_examples = EXAMPLES[task_vals.get("row_format", "glue")]
-    instruct = instructor(plan, seed, exemplar_rows) if task_vals.get("instructions") else None
+    instruct = instructor(plan, seed, exemplar_rows, fits) if task_vals.get("instructions") else None
     examples, malformed, filtered = [], [], 0
     for position, (number, row) in enumerate(rows):
         produced = to_examples(task_vals, row)
@@ -275,7 +276,9 @@ def build_task_split(plan, data_args, tokenizer, cache_dir=None, seed=0) -> Task
     if task_vals.get("row_format") in SPLIT_CHECKS:
         SPLIT_CHECKS[task_vals["row_format"]](rows, where)
     exemplars = exemplar_rows(plan, rows, data_args, cache_dir)
-    examples, unformatted, filtered = format_examples(plan, rows, seed, exemplars)
+    max_length = data_args.max_source_length
+    examples, unformatted, filtered = format_examples(
+        plan, rows, seed, exemplars, lambda text: len(tokenizer(text, verbose=False).input_ids) <= max_length)
     report_dropped(plan, where, len(raw_rows), malformed + unformatted, unlabeled, len(examples))
     if filtered:
         logger.info("%s %s: trains on the %d rows whose candidate is the referent, not the %d others (T5's "

@@ -228,6 +228,20 @@ class FlanTasksTest(parameterized.TestCase):
                                                 r"--few_shot 4 or less"):
             self.split(few_shot=5, **sst2)
 
+    def test_exemplars_that_do_not_fit_are_dropped_from_the_end(self):
+        sst2 = dict(task="sst2", folder="glue/SST-2", few_shot=3, instruction_options=True, max_eval_samples=20,
+                    max_train_samples=200)
+        exemplar_end = re.compile(r"\n- positive (?:negative|positive)\n\n")  # an exemplar's options, answer, blank
+        whole, cut = self.split(**sst2), self.split(max_source_length=64, **sst2)
+        self.assertEqual({len(exemplar_end.findall(text)) for text in whole.inputs}, {3})
+        kept = [len(exemplar_end.findall(text)) for text in cut.inputs]
+        self.assertLess(min(kept), 3)
+        for full, text, shots in zip(whole.inputs, cut.inputs, kept):
+            self.assertTrue(shots == 0 or len(self.tokenizer(text).input_ids) <= 64)
+            # the same draw with fewer exemplars: the first ones, and the example itself whole
+            self.assertEqual(exemplar_end.split(full)[-1], exemplar_end.split(text)[-1])
+            self.assertEqual(exemplar_end.split(full)[:shots], exemplar_end.split(text)[:shots])
+
     def test_flan_answers_are_the_label_words_and_metrics_map_back(self):
         task_vals = flan_vals("glue/rte")
         self.assertEqual(task_vals["labels"], {0: "yes", 1: "no"})
