@@ -16,8 +16,8 @@
 e9e4ec6e2701182c7a91af176f705310da541277 (the FLAN v1 templates of Wei et al. 2022, "Finetuned Language Models
 Are Zero-Shot Learners"). Each entry is FLAN's list of (inputs pattern, targets pattern); `{name}` is filled from
 the features FLAN's tasks.py `_process_<task>` builds (data/instructions.py builds them from our rows), `{options_}`
-is FLAN's "OPTIONS:" list (preprocessors.format_options). Only the keys our registry's tasks map to are kept, in
-FLAN's order; the patterns are not edited.
+is FLAN's "OPTIONS:" list (preprocessors.format_options). Only the keys our registry's tasks map to are kept (COPA and
+ReCoRD too, whose per-row options instructions.py does not carry yet), in FLAN's order; the patterns are not edited.
 """
 
 # pylint: disable=line-too-long
@@ -35,6 +35,18 @@ PATTERNS = {
         ("Determine if the sentence is true based on the text below:\n{hypothesis}\n\n{premise}\n{options_}", "{answer}"),
         ("Generate a context and a hypothesis.", "Context: {premise}\n\nHypothesis: {hypothesis}"),
     ],
+    "wsc": [
+        ("{context}\n\nAre \"{text1}\" and \"{text2}\" the same entity?\n\n{options_}", "{answer}"),
+        ("{context}\n\nDo \"{text1}\" and \"{text2}\" have the same meaning?\n\n{options_}", "{answer}"),
+        ("Given the following context\n\n{context}\n\nAre \"{text1}\" and \"{text2}\" the same?\n\n{options_}", "{answer}"),
+        ("{context}\n\nDo \"{text2}\" and \"{text1}\" mean the same thing?\n\n{options_}", "{answer}"),
+        ("{context}\n\nAre \"{text2}\" and \"{text1}\" the same thing in the aforementioned sentence?\n\n{options_}", "{answer}"),
+        ("Context:{context}\n\nIs \"{text2}\" the same as \"{text1}\"?\n\n{options_}", "{answer}"),
+        ("Consider this sentence: {context}\n\nAre \"{text2}\" and \"{text1}\" the same?\n\n{options_}", "{answer}"),
+        ("Are \"{text1}\" and \"{text2}\" the same in this sentence?\n{context}\n\n{options_}", "{answer}"),
+        ("Is \"{text1}\" the same as \"{text2}\" in this sentence?\n{context}\n\n{options_}", "{answer}"),
+        ("Do \"{text1}\" and \"{text2}\" point to the same thing in the following sentence?\n\n{context}\n\n{options_}", "{answer}"),
+    ],
     "wic": [
         ("{sentence1}\n{sentence2}\nDoes the word \"{word}\" mean the same thing in the above two sentences?\n{options_}", "{answer}"),
         ("Sentence 1: {sentence1}\nSentence 2: {sentence2}\nDoes {word} mean the same thing in these two sentences?\n{options_}", "{answer}"),
@@ -46,6 +58,18 @@ PATTERNS = {
         ("Is {word} used to mean the same thing in the next two sentences?\n\n{sentence1}\n\n{sentence2}\n\n{options_}", "{answer}"),
         ("Does \"{word}\" mean the same thing in these two sentences?\n\n{sentence1}\n\n{sentence2}\n\n{options_}", "{answer}"),
         ("Does the word \"{word}\" mean the same thing in \"{sentence1}\" and \"{sentence2}\"?\n{options_}", "{answer}"),
+    ],
+    "record": [
+        ("Complete the passage.\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("Find the right ending to this passage.\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("What's the most logical way to complete this passage?\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("Write the next sentence.\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("How does this story end?\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("Write the last sentence in this story.\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("Compose the next sentence for this paragraph.\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("What is the most logical completion of this news story?.\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
+        ("How does the sentence end?\n\n{passage}\n\n{query}\n\n{options_str}", "{answer}"),
     ],
     "cnn_dailymail": [
         ("Write highlights for this article:\n\n{text}", "{highlights}"),

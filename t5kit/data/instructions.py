@@ -78,6 +78,7 @@ FLAN_TASKS = {
     "super_glue/multirc": FlanTask("multirc", {"paragraph": "paragraph", "question": "question",
                                                "response": "answer"}, _NO_YES),
     "super_glue/rte": FlanTask("rte", {"premise": "premise", "hypothesis": "hypothesis"}, _YES_NO),
+    "super_glue/wsc": FlanTask("wsc", {"context": "text", "text1": "span1_text", "text2": "span2_text"}, _NO_YES),
     "super_glue/wic": FlanTask("wic", {"sentence1": "sentence1", "sentence2": "sentence2", "word": "word"},
                                ("different meanings", "the same meaning")),
     "summarization/cnn_dailymail": FlanTask("cnn_dailymail", {"text": "article", "highlights": "highlights"}, None,
@@ -185,11 +186,14 @@ def flan_task_vals(task_vals, templates, options, few_shot) -> dict:
     """The task entry with FLAN's settings and answers as label words; UsageError for a task FLAN has no
     templates for here (its list named)."""
     name = task_vals["name"]
-    if name not in FLAN_TASKS or task_vals.get("row_format") not in (None, "multirc"):
+    if name not in FLAN_TASKS or task_vals.get("row_format") == "wnli_simple":
         why = " (as WSC under --wnli_format wsc_simple)" if name == "glue/wnli" else ""
         raise UsageError(f"--instruction_templates {templates}: FLAN has no templates for {name}{why}; it formats "
                          f"{', '.join(FLAN_TASKS)}. Drop the task or pass --instruction_templates none")
     flan_task = FLAN_TASKS[name]
+    if name == "super_glue/wsc":  # _process_wsc: is span2 span1? yes/no on every row, not T5's referent target
+        task_vals = dict(task_vals, task_type="classification", labels={0: "False", 1: "True"},
+                         train_only_referents=False, example_format="glue")
     task_vals = dict(task_vals, instructions={"format": templates, "options": bool(options),
                                               "few_shot": few_shot, "flan_pattern": flan_task.pattern})
     if task_vals["task_type"] == "classification":
@@ -239,7 +243,7 @@ def instructor(plan, seed, exemplar_rows=None, fits=None):
     templates = usable_templates(FLAN_TASKS[task_vals["name"]], task_vals["label_column_name"])
     pool = [row for _, row in exemplar_rows or []]
     available = len(pool) - (plan.role == "train")
-    if shots > available:
+    if shots and shots > available:
         raise UsageError(f"--few_shot {shots}: {task_vals['name']} has {len(pool)} training rows to draw exemplars "
                          f"from{' (an example is never its own)' if plan.role == 'train' else ''}; pass "
                          f"--few_shot {max(available, 0)} or less")

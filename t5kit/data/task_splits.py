@@ -224,7 +224,7 @@ def format_examples(plan, rows, seed=0, exemplar_rows=None, fits=None):
     on rows whose candidate is the referent (T5's super_glue_wsc_v102_simple_train); a row that gives no example is
     malformed."""
     task_vals = plan.task_vals
-    to_examples = EXAMPLES[task_vals.get("row_format", "glue")]
+    to_examples = EXAMPLES[task_vals.get("example_format", task_vals.get("row_format", "glue"))]
     instruct = instructor(plan, seed, exemplar_rows, fits) if task_vals.get("instructions") else None
     examples, malformed, filtered = [], [], 0
     for position, (number, row) in enumerate(rows):

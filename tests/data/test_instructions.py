@@ -50,7 +50,7 @@ def one_hot_answer(options, label):
 
 def flan_process(task, example):
     """flan/tasks.py _process_rte (lines 138-149), _process_sst2 (1848-1855), _process_glue_mrpc (1163-1173),
-    _process_boolq (107-116); the glm_* features, which no template reads, left out."""
+    _process_boolq (107-116), _process_wsc (171-180); the glm_* features, which no template reads, left out."""
     if task == 'rte':
         options = ['yes', 'no']
         return {'premise': example['premise'], 'hypothesis': example['hypothesis'], 'options': options,
@@ -62,6 +62,10 @@ def flan_process(task, example):
         options = ['no', 'yes']
         return {'sentence1': example['sentence1'], 'sentence2': example['sentence2'], 'options': options,
                 'label': example['label'], 'answer': one_hot_answer(options, example['label'])}
+    if task == 'wsc':
+        options = ['no', 'yes']
+        return {'context': example['text'], 'text1': example['span1_text'], 'text2': example['span2_text'],
+                'options': options, 'answer': one_hot_answer(options, example['label'])}
     options = ['no', 'yes']  # bool_q
     return {'title': example['title'], 'text': example['passage'], 'question': example['question'],
             'options': options, 'answer': one_hot_answer(options, example['answer'])}
@@ -123,6 +127,8 @@ TASKS = {
     "sst2": ("glue/sst2", "sst2", "glue/SST-2", lambda row: row),
     "glue_mrpc": ("glue/mrpc", "glue_mrpc", "glue/MRPC", lambda row: row),
     # tfds bool_q: the original BoolQ release (question, title, answer, passage); our rows hold answer as label.
+    # FLAN reads tfds super_glue/wsc; our rows are wsc.fixed's (TFDS _fix_wst repairs ~100 span texts' case)
+    "wsc": ("super_glue/wsc", "wsc", "superglue/WSC", lambda row: row),
     "bool_q": ("super_glue/boolq", "bool_q", "boolq/dev.jsonl", lambda row: dict(row, answer=bool(row["label"]))),
 }
 
@@ -258,6 +264,13 @@ class FlanTasksTest(parameterized.TestCase):
         cb = flan_vals("super_glue/cb", options=True)
         self.assertEqual(list(cb["labels"].values()), ["Yes", "No", "It's impossible to say"])
 
+    def test_wsc_is_flans_yes_no_question_on_every_row(self):
+        train = self.split(task="wsc", folder="superglue", role="train", split="train", benchmark="super_glue")
+        self.assertEqual(train.stats["used"], train.stats["rows"])  # not only the referent rows, as T5 trains
+        self.assertEqual(set(train.targets), {"yes", "no"})
+        self.assertEqual(train.task_vals["task_type"], "classification")
+        self.assertIn('Are "', "".join(train.inputs))
+
     def test_stsb_targets_are_flans_rounded_scores(self):
         stsb = self.split(task="stsb", folder="glue/STS-B", max_eval_samples=20)
         rows = hub_rows("glue/stsb", "glue/STS-B", limit=20)
@@ -280,7 +293,7 @@ class FlanTasksTest(parameterized.TestCase):
 
     @parameterized.named_parameters(
         ("diagnostic", dict(dataset_name="ax"), "FLAN has no templates for glue/ax; it formats glue/cola, "),
-        ("wsc", dict(benchmark="super_glue", dataset_name="wsc"), "no templates for super_glue/wsc"),
+        ("record", dict(benchmark="super_glue", dataset_name="record"), "no templates for super_glue/record"),
         ("wnli_as_wsc", dict(dataset_name="wnli", wnli_format="wsc_simple"), r"glue/wnli \(as WSC under"),
     )
     def test_tasks_without_flan_templates_are_refused(self, overrides, message):

@@ -28,7 +28,7 @@ class InstructionTuningTest(parameterized.TestCase):
         cls.run_dir = cls.tmp / "flan_mix"
         fine_tune(tiny_flags(str(cls.run_dir), dataset_name=None, tasks="glue/sst2,glue/mrpc", eval_tasks="glue/rte",
                              data_dir=[str(require("glue"))], instruction_templates="flan",
-                             instruction_options="true", few_shot=1, max_train_samples=16, max_eval_samples=8,
+                             instruction_options="true", max_train_samples=16, max_eval_samples=8,
                              max_source_length=192))
         cls.saved = json.loads((cls.run_dir / "metrics.json").read_text())
 
@@ -54,7 +54,9 @@ class InstructionTuningTest(parameterized.TestCase):
         for row, line in zip(rows, dev):
             premise, hypothesis = line.split("\t")[1:3]
             self.assertIn(premise, row["input"])
-            self.assertEqual(row["input"].count(RTE_OPTIONS), 2)  # the exemplar's and the example's
+            self.assertEqual(row["input"].count(RTE_OPTIONS), 1)
+            self.assertIn(hypothesis, row["input"])
+            self.assertTrue(row["input"].endswith(RTE_OPTIONS))  # every RTE template ends with its options
             self.assertIn(row["target"], ("yes", "no"))
             self.assertEqual(row["target"], "yes" if line.endswith("\tentailment") else "no")
 
@@ -62,17 +64,20 @@ class InstructionTuningTest(parameterized.TestCase):
         card = (self.run_dir / "README.md").read_text()
         self.assertIn("FLAN's instruction templates", card)
         self.assertIn("`glue/rte` (classification, held out: evaluated, never trained on)", card)
-        self.assertIn("flan/templates.py `sst2`, --instruction_templates flan, with OPTIONS, 1-shot", card)
+        self.assertIn("flan/templates.py `sst2`, --instruction_templates flan, with OPTIONS, zero-shot", card)
         self.assertIn("instruction_templates: flan", card)
 
-    def test_rank_scoring_ranks_flans_answers(self):
+    def test_one_shot_rank_scoring_ranks_flans_answers(self):
         out = Path(self.create_tempdir().full_path) / "rank"
         fine_tune(tiny_flags(str(out), model_size=None, tokenizer_name_or_path=None,
                              model_name_or_path=str(self.run_dir), do_train=False, instruction_templates="flan",
-                             instruction_options="true", label_scoring="rank", max_eval_samples=8))
+                             instruction_options="true", few_shot=1, label_scoring="rank", max_eval_samples=8,
+                             max_train_samples=16, max_source_length=512))
         predictions = [row["prediction"] for row in read_jsonl(out / "predictions_rte_validation.jsonl")]
         self.assertLen(predictions, 8)
         self.assertContainsSubset(set(predictions), {"yes", "no"})
+        inputs = [row["input"] for row in read_jsonl(out / "predictions_rte_validation.jsonl")]
+        self.assertTrue(all(text.count(RTE_OPTIONS) == 2 for text in inputs))  # the exemplar's and the example's
 
 
 if __name__ == "__main__":
