@@ -52,10 +52,26 @@ def cnn_article(article):
     return article
 
 
+def record_features(row) -> dict:
+    """FLAN's _process_record: the query left of @placeholder (stripped) and right of it (kept, and appended to every
+    entity and answer), OPTIONS from the entities (`options_str`), the passage before its first "\n@highlight";
+    the answer is the first answer (+ the query's right part)."""
+    pieces = row["query"].split("@placeholder")
+    right = pieces[1]
+    options = [entity + right for entity in row["entities"]]
+    answers = [answer + right for answer in row.get("answers") or []]
+    values = {"passage": row["passage"].split("\n@highlight")[0], "query": pieces[0].strip(TF_WHITESPACE),
+              "options_str": options_text(options), "answers": answers, "query_right": right}
+    if answers:
+        values["answer"] = answers[0]
+    return values
+
+
 # pattern: FLAN's PATTERNS key; fields: FLAN feature -> our hub-form column; options: FLAN's, in label-id order;
 # answer: the target pattern of the templates used; constants: fixed features; transforms: feature -> function.
-FlanTask = collections.namedtuple("FlanTask", ["pattern", "fields", "options", "answer", "constants", "transforms"],
-                                  defaults=("{answer}", {}, {}))
+# build: row -> all of FLAN's features, where they are more than fields (ReCoRD's options and answers per row).
+FlanTask = collections.namedtuple("FlanTask", ["pattern", "fields", "options", "answer", "constants", "transforms",
+                                               "build"], defaults=("{answer}", {}, {}, None))
 _YES_NO, _NO_YES = ("yes", "no"), ("no", "yes")
 FLAN_TASKS = {
     "glue/cola": FlanTask("cola", {"sentence": "sentence"}, ("unacceptable", "acceptable")),
@@ -77,6 +93,7 @@ FLAN_TASKS = {
                               ("Yes", "No", "It's impossible to say")),
     "super_glue/multirc": FlanTask("multirc", {"paragraph": "paragraph", "question": "question",
                                                "response": "answer"}, _NO_YES),
+    "super_glue/record": FlanTask("record", {"passage": "passage", "query": "query"}, None, build=record_features),
     "super_glue/rte": FlanTask("rte", {"premise": "premise", "hypothesis": "hypothesis"}, _YES_NO),
     "super_glue/wsc": FlanTask("wsc", {"context": "text", "text1": "span1_text", "text2": "span2_text"}, _NO_YES),
     "super_glue/wic": FlanTask("wic", {"sentence1": "sentence1", "sentence2": "sentence2", "word": "word"},
@@ -115,7 +132,7 @@ def usable_templates(flan_task, label_column) -> list:
     """FLAN's (input, target) patterns of the task whose target is the answer and whose input uses every source
     field and no field the rows lack."""
     sources = {name for name, column in flan_task.fields.items() if column != label_column}
-    known = set(flan_task.fields) | set(flan_task.constants) | {"options_"}
+    known = set(flan_task.fields) | set(flan_task.constants) | {"options_", "options_str"}
     usable = []
     for inputs, targets in PATTERNS[flan_task.pattern]:
         names = set(PLACEHOLDER.findall(inputs))
@@ -126,6 +143,8 @@ def usable_templates(flan_task, label_column) -> list:
 
 def features(flan_task, task_vals, row) -> dict:
     """FLAN's features of one hub-form row (_process_<task>); the answer only for a labelled row."""
+    if flan_task.build:
+        return flan_task.build(row)
     values = {name: str(row[column]) for name, column in flan_task.fields.items()
               if row.get(column) is not None and not (column == task_vals["label_column_name"]
                                                       and row[column] == NO_LABEL)}
@@ -264,6 +283,10 @@ def instructor(plan, seed, exemplar_rows=None, fits=None):
                 logger.info("%s %s: exemplars dropped from inputs longer than --max_source_length (as FLAN prunes "
                             "them); raise it to keep all %d", task_vals["name"], plan.split, shots)
             pruned.append(position)
+        if task_vals["task_type"] == "qa":  # ReCoRD: one example per query, FLAN's answers to score it against
+            values = features(FLAN_TASKS[task_vals["name"]], task_vals, row)
+            examples = [example._replace(meta=dict(example.meta, answers=values["answers"],
+                                                   query_right=values["query_right"])) for example in examples[:1]]
         return [Example(text, target if example.target is not None else None, example.meta)
                 for example in examples]
     return instruct

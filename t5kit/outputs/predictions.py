@@ -117,13 +117,20 @@ def write_glue_submission(output_dir, split, predictions):
     return path
 
 
+def record_entity(text, meta) -> str:
+    """A ReCoRD prediction as the server takes it: the entity, without the rest of the query that FLAN's templates
+    append to it (meta["query_right"], instructions.record_features)."""
+    label, rest = normalize_text(text), normalize_text(meta.get("query_right", ""))
+    return label[:-len(rest)].strip() if rest and label.endswith(rest) else label
+
+
 def superglue_records(split, predictions) -> list:
     """The lines of a SuperGLUE submission file, in test file order."""
     task_vals, task = split.task_vals, split.task_vals["name"].split("/")[1]
     if task == "record":  # one line per query: its first example's prediction (all of them see the same input)
         first = {}
         for text, meta in zip(predictions, split.meta):
-            first.setdefault(meta["group"], {"idx": meta["idx"]["query"], "label": normalize_text(text)})
+            first.setdefault(meta["group"], {"idx": meta["idx"]["query"], "label": record_entity(text, meta)})
         return list(first.values())
     values = [predicted_label(task_vals, text, meta) for text, meta in zip(predictions, split.meta)]
     warn_invalid(f"{task_vals['data_dir_name']}.jsonl", values, "the first label")

@@ -15,14 +15,15 @@ from t5kit.data.task_format import get_task_vals
 from t5kit.data.task_sources import convert_rows, read_split
 from t5kit.errors import UsageError
 from t5kit.model import building
-from t5kit.outputs.predictions import submission_value
-from tests.helpers import require
+from t5kit.outputs.predictions import record_entity, submission_value
+from tests.helpers import REPO, require
 
 ROWS = 6  # real rows per task and template
 
 
 # ------------------------------------------------------------------ FLAN's code, transcribed (tf ops -> Python str)
-# google-research/FLAN @ e9e4ec6e2701182c7a91af176f705310da541277; google/seqio @ b898b9f992877cea2cda40dbc03597ea5cd4b08f
+# google-research/FLAN @ e9e4ec6e2701182c7a91af176f705310da541277,
+# google/seqio @ b898b9f992877cea2cda40dbc03597ea5cd4b08f
 def flan_format_from_feature_dictionary(format_string, feature_dictionary):
     """flan/preprocessors.py lines 51-94 (tf.strings.join of the parts; every feature here is a string)."""
     if not format_string:
@@ -57,11 +58,21 @@ def flan_process(task, example):
                 'answer': one_hot_answer(options, example['label'])}
     if task == 'sst2':
         options = ['negative', 'positive']
-        return {'sentence': example['sentence'], 'options': options, 'answer': one_hot_answer(options, example['label'])}
+        return {'sentence': example['sentence'], 'options': options,
+                'answer': one_hot_answer(options, example['label'])}
     if task == 'glue_mrpc':
         options = ['no', 'yes']
         return {'sentence1': example['sentence1'], 'sentence2': example['sentence2'], 'options': options,
                 'label': example['label'], 'answer': one_hot_answer(options, example['label'])}
+    if task == 'record':  # _process_record (lines 291-328): tf.strings.split(x, sep)[0][i] is x.split(sep)[i]
+        query_left = example['query'].split('@placeholder')[0].strip(' \t\n\v\f\r')
+        query_right = example['query'].split('@placeholder')[1]
+        options = [entity + query_right for entity in example['entities']]
+        answers = [answer + query_right for answer in example['answers']]
+        options_str = ''.join(['OPTIONS:\n- ', '\n- '.join(options)])
+        passage = example['passage'].split('\n@highlight')[0]
+        return {'answer': answers[0], 'passage': passage, 'query': query_left, 'answers': answers,
+                'options_str': options_str, 'options': options}
     if task == 'wsc':
         options = ['no', 'yes']
         return {'context': example['text'], 'text1': example['span1_text'], 'text2': example['span2_text'],
@@ -81,7 +92,9 @@ def flan_remove_input_patterns_options(input_pattern):
 def flan_templated(task, example, pattern, options):
     """The task's preprocessors, then reformat_passthrough (preprocessors.py 161-168) with the pattern, or with
     remove_input_patterns_options's pattern (tasks.py 2345-2361: the *_score_flan_no_options tasks)."""
-    features = flan_format_options(flan_process(task, example))
+    features = flan_process(task, example)
+    if task != 'record':  # ReCoRD's preprocessors are _process_record alone (tasks.py line 340)
+        features = flan_format_options(features)
     inputs_pattern = pattern[0] if options else flan_remove_input_patterns_options(pattern[0])
     return (flan_format_from_feature_dictionary(inputs_pattern, features),
             flan_format_from_feature_dictionary(pattern[1], features))
@@ -129,6 +142,8 @@ TASKS = {
     # tfds bool_q: the original BoolQ release (question, title, answer, passage); our rows hold answer as label.
     # FLAN reads tfds super_glue/wsc; our rows are wsc.fixed's (TFDS _fix_wst repairs ~100 span texts' case)
     "wsc": ("super_glue/wsc", "wsc", "superglue/WSC", lambda row: row),
+    # ReCoRD: hand-written rows in the official layout (tests/fixtures/superglue/README.md); no official file here
+    "record": ("super_glue/record", "record", str(REPO / "tests/fixtures/superglue"), lambda row: row),
     "bool_q": ("super_glue/boolq", "bool_q", "boolq/dev.jsonl", lambda row: dict(row, answer=bool(row["label"]))),
 }
 
@@ -141,7 +156,8 @@ def hub_rows(name, folder, split="validation", limit=ROWS):
     """The first rows of a real split in hub form, as fine_tune_t5.py reads them."""
     benchmark, task = name.split("/")
     plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, "eval", task)
-    path = str(require(folder))  # a folder in the official layout, or one file (BoolQ's original release)
+    # a folder in the official layout (../shared/data, or the fixtures), or one file (BoolQ's original release)
+    path = folder if folder.startswith(str(REPO)) else str(require(folder))
     args = data_args(validation_file=path) if path.endswith(".jsonl") else data_args(data_dir=[path])
     rows, columns, where, from_files = read_split(plan, args, None)
     return [row for _, row in convert_rows(plan, rows, columns, where, from_files)[0][:limit]]
@@ -187,8 +203,8 @@ class FlanExactnessTest(parameterized.TestCase):
         text, target = instructions.instruction_example(flan_vals("super_glue/rte"), template, rows[0], rows[1:],
                                                         options=True)
         exemplar = f"{rows[1]['premise']}\n\nCan we draw the following conclusion?\n{rows[1]['hypothesis']}"
-        self.assertTrue(text.startswith(f"{exemplar}\n\nOPTIONS:\n- yes\n- no {'yes' if rows[1]['label'] == 0 else 'no'}"
-                                        "\n\n"))
+        answer = "yes" if rows[1]["label"] == 0 else "no"
+        self.assertTrue(text.startswith(f"{exemplar}\n\nOPTIONS:\n- yes\n- no {answer}\n\n"))
         self.assertTrue(text.endswith(f"{rows[0]['hypothesis']}\n\nOPTIONS:\n- yes\n- no"))
         self.assertEqual(target, ("yes", "no")[rows[0]["label"]])
 
@@ -201,7 +217,8 @@ class FlanTasksTest(parameterized.TestCase):
         cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
 
     def split(self, seed=0, role="eval", split="validation", task="rte", folder="glue/RTE", **overrides):
-        args = data_args(dataset_name=task, data_dir=[str(require(folder))], instruction_templates="flan", **overrides)
+        folder = folder if folder.startswith(str(REPO)) else str(require(folder))
+        args = data_args(dataset_name=task, data_dir=[folder], instruction_templates="flan", **overrides)
         (task_vals,) = task_splits.resolve_tasks(args)
         plan = task_splits.SplitPlan(task_vals, split, role, task)
         return task_splits.build_task_split(plan, args, self.tokenizer, seed=seed)
@@ -271,6 +288,17 @@ class FlanTasksTest(parameterized.TestCase):
         self.assertEqual(train.task_vals["task_type"], "classification")
         self.assertIn('Are "', "".join(train.inputs))
 
+    def test_record_gives_one_example_per_query_scored_against_flans_answers(self):
+        split = self.split(task="record", folder=TASKS["record"][2], benchmark="super_glue")
+        t5_rows = hub_rows("super_glue/record", TASKS["record"][2], limit=None)
+        self.assertLen(split.inputs, len(t5_rows))  # T5 makes one example per answer, FLAN one per query
+        for target, meta, row in zip(split.targets, split.meta, t5_rows):
+            self.assertEqual(target, meta["answers"][0])
+            self.assertEqual([answer + meta["query_right"] for answer in row["answers"]], meta["answers"])
+            self.assertEqual(record_entity(target, meta), row["answers"][0])  # what the leaderboard file holds
+        scores = compute_task_metrics(split.task_vals, split.targets, split.targets, split.meta)
+        self.assertEqual((scores["exact_match"], scores["f1"]), (100.0, 100.0))
+
     def test_stsb_targets_are_flans_rounded_scores(self):
         stsb = self.split(task="stsb", folder="glue/STS-B", max_eval_samples=20)
         rows = hub_rows("glue/stsb", "glue/STS-B", limit=20)
@@ -293,7 +321,7 @@ class FlanTasksTest(parameterized.TestCase):
 
     @parameterized.named_parameters(
         ("diagnostic", dict(dataset_name="ax"), "FLAN has no templates for glue/ax; it formats glue/cola, "),
-        ("record", dict(benchmark="super_glue", dataset_name="record"), "no templates for super_glue/record"),
+        ("copa", dict(benchmark="super_glue", dataset_name="copa"), "no templates for super_glue/copa"),
         ("wnli_as_wsc", dict(dataset_name="wnli", wnli_format="wsc_simple"), r"glue/wnli \(as WSC under"),
     )
     def test_tasks_without_flan_templates_are_refused(self, overrides, message):
