@@ -105,7 +105,10 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> M
         usage_python=usage_python(where, example, max_new_tokens, keep_sentinels=False),
         usage_command=(f"python predict_t5.py --model_name_or_path {shlex.quote(where)} --input_file rows.jsonl "
                        f"--output_file predictions.jsonl   # --task defaults to {names[0]}"
-                       + (" (the first task; pass --task for another)" if len(names) > 1 else "")),
+                       + (" (the first task; pass --task for another)" if len(names) > 1 else "")
+                       + ("\n# this model was fine-tuned on FLAN's templates, which predict_t5.py does not write: pass "
+                          "--task none with inputs already in a template" if any(t.get("instructions") for t in tasks)
+                          else "")),
         reproduce=reproduce_commands(run, secrets), versions=versions_list(record))
 
 

@@ -8,7 +8,9 @@ import numpy as np
 from absl.testing import absltest, parameterized
 
 from metrics import compute_task_metrics, rank_label_words
+from t5kit.config import parsing
 from t5kit.config.finetune_arguments import FineTuneDataArguments
+from t5kit.config.programs import FINETUNE_FLAG_CLASSES
 from t5kit.data import instructions, task_splits
 from t5kit.data.flan_templates import PATTERNS
 from t5kit.data.task_format import get_task_vals
@@ -336,6 +338,11 @@ class FlanTasksTest(parameterized.TestCase):
         self.assertEqual([(p.key, p.role) for p in plans if p.role == "train"], [("sst2", "train"), ("mrpc", "train")])
         self.assertIn(("rte", "eval"), [(p.key, p.role) for p in plans])
         self.assertTrue(all(t["instructions"]["options"] for t in tasks))
+        (_, data_args_, training_args) = parsing.parse_flags(  # the example config says the same
+            FINETUNE_FLAG_CLASSES, [str(REPO / "configs/flan/heldout_rte.yaml"), "--model_name_or_path", "x"])
+        config_plans = task_splits.plan_splits(task_splits.resolve_tasks(data_args_), data_args_, training_args)
+        self.assertEqual([(p.key, p.role) for p in config_plans], [(p.key, p.role) for p in plans])
+        self.assertEqual((data_args_.label_scoring, data_args_.instruction_options), ("rank", True))
         with self.assertRaisesRegex(UsageError, "--tasks and --eval_tasks name glue/rte twice"):
             task_splits.resolve_tasks(data_args(dataset_name=None, tasks="glue/rte", eval_tasks="glue/rte"))
 

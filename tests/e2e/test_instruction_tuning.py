@@ -66,6 +66,7 @@ class InstructionTuningTest(parameterized.TestCase):
         self.assertIn("`glue/rte` (classification, held out: evaluated, never trained on)", card)
         self.assertIn("flan/templates.py `sst2`, --instruction_templates flan, with OPTIONS, zero-shot", card)
         self.assertIn("instruction_templates: flan", card)
+        self.assertIn("pass --task none with inputs already in a template", card)
 
     def test_one_shot_rank_scoring_ranks_flans_answers(self):
         out = Path(self.create_tempdir().full_path) / "rank"
