@@ -68,11 +68,11 @@ def resolve_tasks(data_args) -> list:
     tasks = named_tasks(data_args)
     held_out = [name.strip() for name in (getattr(data_args, "eval_tasks", None) or "").split(",") if name.strip()]
     tasks += [dict(task_vals, held_out=True) for task_vals in registry_tasks(held_out, data_args)]
-    duplicates = {t["name"] for t in tasks if [u["name"] for u in tasks].count(t["name"]) > 1}
+    duplicates = sorted({t["name"] for t in tasks if [u["name"] for u in tasks].count(t["name"]) > 1})
     if duplicates:
-        raise UsageError(f"--tasks and --eval_tasks name {sorted(duplicates)[0]} twice; list each task once (a "
-                         "held-out task in --eval_tasks only)" if held_out else
-                         f"--tasks names {sorted(duplicates)[0]} twice; list each task once")
+        both = any(t["name"] == duplicates[0] and t.get("held_out") for t in tasks)
+        raise UsageError(f"--tasks and --eval_tasks name {duplicates[0]} twice; a held-out task goes in --eval_tasks "
+                         "only" if both else f"--tasks names {duplicates[0]} twice; list each task once")
     templates = getattr(data_args, "instruction_templates", INSTRUCTION_FORMATS[0])
     if templates == INSTRUCTION_FORMATS[0]:
         return tasks
@@ -81,6 +81,7 @@ def resolve_tasks(data_args) -> list:
 
 
 def registry_tasks(names, data_args) -> list:
+    """The registry entries of benchmark/task names (a bare name in --benchmark); WNLI as WSC with --wnli_format."""
     tasks = []
     for name in names:
         benchmark, _, task = name.rpartition("/")
