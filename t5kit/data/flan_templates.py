@@ -16,8 +16,8 @@
 e9e4ec6e2701182c7a91af176f705310da541277 (the FLAN v1 templates of Wei et al. 2022, "Finetuned Language Models
 Are Zero-Shot Learners"). Each entry is FLAN's list of (inputs pattern, targets pattern); `{name}` is filled from
 the features FLAN's tasks.py `_process_<task>` builds (data/instructions.py builds them from our rows), `{options_}`
-is FLAN's "OPTIONS:" list (preprocessors.format_options). Only the keys our registry's tasks map to are kept (COPA's
-too, whose per-row options instructions.py does not carry yet), in FLAN's order; the patterns are not edited.
+is FLAN's "OPTIONS:" list (preprocessors.format_options). Only the keys our registry's tasks map to are kept, in FLAN's
+order; the patterns are not edited.
 """
 
 # pylint: disable=line-too-long

@@ -67,6 +67,17 @@ def record_features(row) -> dict:
     return values
 
 
+def copa_features(row) -> dict:
+    """FLAN's _process_copa: premise and question; the row's two choices are the options (`options`, kept for the
+    metrics) and the chosen one the answer."""
+    options = [row["choice1"], row["choice2"]]
+    values = {"premise": row["premise"], "question": row["question"], "options": options,
+              "options_": options_text(options)}
+    if row.get("label") in (0, 1):
+        values["answer"] = options[row["label"]]
+    return values
+
+
 # pattern: FLAN's PATTERNS key; fields: FLAN feature -> our hub-form column; options: FLAN's, in label-id order;
 # answer: the target pattern of the templates used; constants: fixed features; transforms: feature -> function.
 # build: row -> all of FLAN's features, where they are more than fields (ReCoRD's options and answers per row).
@@ -91,6 +102,7 @@ FLAN_TASKS = {
     "super_glue/boolq": FlanTask("bool_q", {"text": "passage", "question": "question"}, _NO_YES),
     "super_glue/cb": FlanTask("cb", {"premise": "premise", "hypothesis": "hypothesis"},
                               ("Yes", "No", "It's impossible to say")),
+    "super_glue/copa": FlanTask("copa", {"premise": "premise", "question": "question"}, None, build=copa_features),
     "super_glue/multirc": FlanTask("multirc", {"paragraph": "paragraph", "question": "question",
                                                "response": "answer"}, _NO_YES),
     "super_glue/record": FlanTask("record", {"passage": "passage", "query": "query"}, None, build=record_features),
@@ -215,7 +227,9 @@ def flan_task_vals(task_vals, templates, options, few_shot) -> dict:
                          train_only_referents=False, example_format="glue")
     task_vals = dict(task_vals, instructions={"format": templates, "options": bool(options),
                                               "few_shot": few_shot, "flan_pattern": flan_task.pattern})
-    if task_vals["task_type"] == "classification":
+    if name == "super_glue/copa":  # each row's answers are its own choices: metrics read them from the row's meta
+        task_vals["row_options"] = True
+    elif task_vals["task_type"] == "classification":
         task_vals["t5_labels"] = task_vals["labels"]
         task_vals["labels"] = dict(zip(task_vals["labels"], flan_task.options))
     return task_vals
@@ -287,6 +301,9 @@ def instructor(plan, seed, exemplar_rows=None, fits=None):
             values = features(FLAN_TASKS[task_vals["name"]], task_vals, row)
             examples = [example._replace(meta=dict(example.meta, answers=values["answers"],
                                                    query_right=values["query_right"])) for example in examples[:1]]
+        elif task_vals.get("row_options"):  # COPA: the row's choices, in label order
+            options = features(FLAN_TASKS[task_vals["name"]], task_vals, row)["options"]
+            examples = [example._replace(meta=dict(example.meta, options=options)) for example in examples]
         return [Example(text, target if example.target is not None else None, example.meta)
                 for example in examples]
     return instruct

@@ -172,6 +172,8 @@ def plan_splits(tasks, data_args, training_args) -> list:
 def default_target_length(task_vals, tokenizer) -> int:
     """Tokens (EOS included) of the longest possible target: label word, score string or a generation default
     (also for answers and referents)."""
+    if task_vals.get("row_options"):  # FLAN's COPA: each row's own choices, free text
+        return GENERATION_TARGET_LENGTH
     if task_vals["task_type"] == "classification":
         words = list(task_vals["labels"].values())
     elif task_vals["task_type"] == "regression":
@@ -189,7 +191,8 @@ def target_length(task_vals, data_args, tokenizer) -> int:
         logger.info("--max_target_length defaults to %d for %s (%s)", needed, task_vals["name"],
                     "generation default" if task_vals["task_type"] in FREE_TEXT_TASK_TYPES else "its longest target")
         return needed
-    if task_vals["task_type"] not in FREE_TEXT_TASK_TYPES and data_args.max_target_length < needed:
+    free_text = task_vals["task_type"] in FREE_TEXT_TASK_TYPES or task_vals.get("row_options")
+    if not free_text and data_args.max_target_length < needed:
         raise UsageError(f"--max_target_length={data_args.max_target_length} would cut the targets of "
                          f"{task_vals['name']} (the longest is {needed} tokens with EOS); raise it or leave it unset")
     return data_args.max_target_length

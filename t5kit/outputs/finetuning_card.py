@@ -125,6 +125,7 @@ def task_line(task) -> str:
     """One task of the card's objective: its input (T5's prefix layout or FLAN's templates) and target words."""
     held_out = ", held out: evaluated, never trained on" if task.get("held_out") else ""
     inputs = describe(task) or f"`{input_template(task)}`"
-    targets = (", ".join(f"`{word}`" for word in task["labels"].values()) if task["labels"] else
+    targets = ("the row's chosen option" if task.get("row_options") else
+               ", ".join(f"`{word}`" for word in task["labels"].values()) if task["labels"] else
                f"the text of `{task['label_column_name']}`")
     return f"- `{task['name']}` ({task['task_type']}{held_out}): input {inputs}, target {targets}"

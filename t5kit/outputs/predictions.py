@@ -18,7 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from metrics import INVALID, normalize_squad, parse_label, parse_score, wsc_referent_match
+from metrics import INVALID, normalize_squad, parse_label, parse_score, row_option_index, wsc_referent_match
 from t5kit.data.task_format import normalize_text
 from t5kit.outputs.atomic_files import atomic_write
 
@@ -79,7 +79,11 @@ def predicted_label(task_vals, text, meta):
     if task_vals["task_type"] == "referent":
         match = wsc_referent_match(text, meta["referent"])
         return (0, False) if match == INVALID else (match, True)
-    label = parse_label(task_vals, text)
+    if meta and "options" in meta:  # FLAN's COPA: the row's choices, in label order
+        index = row_option_index(meta["options"], text)
+        label = None if index == INVALID else list(task_vals["labels"])[index]
+    else:
+        label = parse_label(task_vals, text)
     return (next(iter(task_vals["labels"])), False) if label is None else (label, True)
 
 

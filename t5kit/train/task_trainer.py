@@ -44,7 +44,8 @@ def average_score(per_key_metrics, splits) -> float:
 
 
 def uses_rank_scoring(label_scoring, task_vals) -> bool:
-    return label_scoring == "rank" and task_vals["task_type"] == "classification"
+    # a task whose rows name their own answers (FLAN's COPA) has no label words to rank
+    return label_scoring == "rank" and task_vals["task_type"] == "classification" and not task_vals.get("row_options")
 
 
 def length_bucket_indices(input_lengths, target_lengths, batch_size, generator=None) -> list:

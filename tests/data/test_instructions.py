@@ -17,7 +17,8 @@ from t5kit.data.task_format import get_task_vals
 from t5kit.data.task_sources import convert_rows, read_split
 from t5kit.errors import UsageError
 from t5kit.model import building
-from t5kit.outputs.predictions import record_entity, submission_value
+from t5kit.outputs.predictions import predicted_label, record_entity, submission_value
+from t5kit.train.task_trainer import uses_rank_scoring
 from tests.helpers import REPO, require
 
 ROWS = 6  # real rows per task and template
@@ -75,6 +76,10 @@ def flan_process(task, example):
         passage = example['passage'].split('\n@highlight')[0]
         return {'answer': answers[0], 'passage': passage, 'query': query_left, 'answers': answers,
                 'options_str': options_str, 'options': options}
+    if task == 'copa':  # _process_copa (lines 1229-1243); glm_premise, which no template reads, left out
+        options = [example['choice1'], example['choice2']]
+        return {'premise': example['premise'], 'question': example['question'], 'options': options,
+                'label': example['label'], 'answer': one_hot_answer(options, example['label'])}
     if task == 'wsc':
         options = ['no', 'yes']
         return {'context': example['text'], 'text1': example['span1_text'], 'text2': example['span2_text'],
@@ -157,7 +162,7 @@ def data_args(**overrides):
 def hub_rows(name, folder, split="validation", limit=ROWS):
     """The first rows of a real split in hub form, as fine_tune_t5.py reads them."""
     benchmark, task = name.split("/")
-    plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, "eval", task)
+    plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, "predict" if split == "test" else "eval", task)
     # a folder in the official layout (../shared/data, or the fixtures), or one file (BoolQ's original release)
     path = folder if folder.startswith(str(REPO)) else str(require(folder))
     args = data_args(validation_file=path) if path.endswith(".jsonl") else data_args(data_dir=[path])
@@ -301,6 +306,28 @@ class FlanTasksTest(parameterized.TestCase):
         scores = compute_task_metrics(split.task_vals, split.targets, split.targets, split.meta)
         self.assertEqual((scores["exact_match"], scores["f1"]), (100.0, 100.0))
 
+    def test_copa_answers_are_the_rows_choices(self):
+        fixture = str(REPO / "tests/fixtures/superglue")
+        rows = [dict(row, label=row["idx"] % 2) for row in hub_rows("super_glue/copa", fixture, split="test")]
+        task_vals = flan_vals("super_glue/copa")
+        templates = instructions.usable_templates(instructions.FLAN_TASKS["super_glue/copa"], "label")
+        self.assertEqual(templates, [p for p in PATTERNS["copa"] if p[1] == "{answer}"])  # 8 of FLAN's 10
+        for row in rows:  # FLAN's code on the fixture rows, each given a label
+            for template in templates:
+                for options in (False, True):
+                    self.assertEqual(instructions.instruction_example(task_vals, template, row, (), options),
+                                     flan_zero_shot("copa", row, template, options, dialog=False))
+        split = self.split(task="copa", folder=fixture, benchmark="super_glue", role="predict", split="test")
+        self.assertEqual([meta["options"] for meta in split.meta], [[r["choice1"], r["choice2"]] for r in rows])
+        self.assertEqual(split.max_target_length, task_splits.GENERATION_TARGET_LENGTH)
+        # scored by the row's own choices: row 0's label is choice1, row 1's choice2
+        references = [row["choice1"] if row["label"] == 0 else row["choice2"] for row in rows]
+        predictions = [rows[0]["choice1"], "something else"]
+        scores = compute_task_metrics(split.task_vals, predictions, references, split.meta)
+        self.assertEqual((scores["accuracy"], scores["invalid_count"]), (50.0, 1))
+        self.assertEqual(predicted_label(split.task_vals, rows[1]["choice2"], split.meta[1]), (1, True))
+        self.assertFalse(uses_rank_scoring("rank", split.task_vals))  # no label words to rank: generated
+
     def test_stsb_targets_are_flans_rounded_scores(self):
         stsb = self.split(task="stsb", folder="glue/STS-B", max_eval_samples=20)
         rows = hub_rows("glue/stsb", "glue/STS-B", limit=20)
@@ -323,7 +350,7 @@ class FlanTasksTest(parameterized.TestCase):
 
     @parameterized.named_parameters(
         ("diagnostic", dict(dataset_name="ax"), "FLAN has no templates for glue/ax; it formats glue/cola, "),
-        ("copa", dict(benchmark="super_glue", dataset_name="copa"), "no templates for super_glue/copa"),
+        ("axb", dict(benchmark="super_glue", dataset_name="axb"), "no templates for super_glue/axb"),
         ("wnli_as_wsc", dict(dataset_name="wnli", wnli_format="wsc_simple"), r"glue/wnli \(as WSC under"),
     )
     def test_tasks_without_flan_templates_are_refused(self, overrides, message):
