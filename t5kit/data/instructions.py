@@ -228,6 +228,9 @@ def flan_task_vals(task_vals, templates, options, few_shot) -> dict:
     task_vals = dict(task_vals, instructions={"format": templates, "options": bool(options),
                                               "few_shot": few_shot, "flan_pattern": flan_task.pattern})
     if name == "super_glue/copa":  # each row's answers are its own choices: metrics read them from the row's meta
+        if not options:
+            raise UsageError(f"--instruction_templates {templates} for super_glue/copa needs --instruction_options "
+                             "true: its answers are each row's two choices, which only FLAN's OPTIONS list shows")
         task_vals["row_options"] = True
     elif task_vals["task_type"] == "classification":
         task_vals["t5_labels"] = task_vals["labels"]

@@ -309,7 +309,7 @@ class FlanTasksTest(parameterized.TestCase):
     def test_copa_answers_are_the_rows_choices(self):
         fixture = str(REPO / "tests/fixtures/superglue")
         rows = [dict(row, label=row["idx"] % 2) for row in hub_rows("super_glue/copa", fixture, split="test")]
-        task_vals = flan_vals("super_glue/copa")
+        task_vals = flan_vals("super_glue/copa", options=True)
         templates = instructions.usable_templates(instructions.FLAN_TASKS["super_glue/copa"], "label")
         self.assertEqual(templates, [p for p in PATTERNS["copa"] if p[1] == "{answer}"])  # 8 of FLAN's 10
         for row in rows:  # FLAN's code on the fixture rows, each given a label
@@ -317,7 +317,8 @@ class FlanTasksTest(parameterized.TestCase):
                 for options in (False, True):
                     self.assertEqual(instructions.instruction_example(task_vals, template, row, (), options),
                                      flan_zero_shot("copa", row, template, options, dialog=False))
-        split = self.split(task="copa", folder=fixture, benchmark="super_glue", role="predict", split="test")
+        split = self.split(task="copa", folder=fixture, benchmark="super_glue", role="predict", split="test",
+                           instruction_options=True)
         self.assertEqual([meta["options"] for meta in split.meta], [[r["choice1"], r["choice2"]] for r in rows])
         self.assertEqual(split.max_target_length, task_splits.GENERATION_TARGET_LENGTH)
         # scored by the row's own choices: row 0's label is choice1, row 1's choice2
