@@ -22,7 +22,10 @@ data_collator.window_keys draws masks: the same draw in every run with that seed
 count or resumption. Exemplars take the example's template, as in FLAN's few-shot tasks.
 Label words become FLAN's answers (task_vals["labels"] maps each label id to its option), so metrics (which score
 class indices) and --label_scoring rank (which ranks the label words) work unchanged; leaderboard files keep T5's
-words (task_vals["t5_labels"]).
+words (task_vals["t5_labels"]). Three tasks differ from T5's format in kind, as FLAN casts them: WSC becomes a yes/no
+question on every row (classification, not T5's referent target); ReCoRD gives one example per query whose target and
+answers carry the rest of the query (meta["answers"], ["query_right"]); COPA's answers are the row's own choices
+(task_vals["row_options"], meta["options"]), which metrics and leaderboard files read per row and rank scoring cannot.
 """
 import collections
 import logging
