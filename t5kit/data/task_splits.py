@@ -7,6 +7,7 @@ cannot be formatted (a WSC pronoun index that names another word) are counted as
 """
 import logging
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import datasets
 import yaml
@@ -62,38 +63,7 @@ class TaskSplit:
 
 # --------------------------------------------------------------------------------------------------- tasks, plan
 def resolve_tasks(data_args) -> list:
-    """The registry entries (or the YAML-declared task) the run trains/evaluates, then the --eval_tasks it only
-    evaluates (held out: never trained on); with --instruction_templates, each in FLAN's format (instructions.py).
-    Unknown names, and a task listed twice, raise UsageError."""
-    tasks = named_tasks(data_args)
-    held_out = [name.strip() for name in (getattr(data_args, "eval_tasks", None) or "").split(",") if name.strip()]
-    tasks += [dict(task_vals, held_out=True) for task_vals in registry_tasks(held_out, data_args)]
-    duplicates = sorted({t["name"] for t in tasks if [u["name"] for u in tasks].count(t["name"]) > 1})
-    if duplicates:
-        both = any(t["name"] == duplicates[0] and t.get("held_out") for t in tasks)
-        raise UsageError(f"--tasks and --eval_tasks name {duplicates[0]} twice; a held-out task goes in --eval_tasks "
-                         "only" if both else f"--tasks names {duplicates[0]} twice; list each task once")
-    templates = getattr(data_args, "instruction_templates", INSTRUCTION_FORMATS[0])
-    if templates == INSTRUCTION_FORMATS[0]:
-        return tasks
-    return [flan_task_vals(task_vals, templates, data_args.instruction_options, data_args.few_shot)
-            for task_vals in tasks]
-
-
-def registry_tasks(names, data_args) -> list:
-    """The registry entries of benchmark/task names (a bare name in --benchmark); WNLI as WSC with --wnli_format."""
-    tasks = []
-    for name in names:
-        benchmark, _, task = name.rpartition("/")
-        task_vals = get_task_vals(benchmark or data_args.benchmark, task)
-        if task_vals["name"] == "glue/wnli" and data_args.wnli_format == "wsc_simple":
-            task_vals.update(WNLI_AS_WSC)
-        tasks.append(task_vals)
-    return tasks
-
-
-def named_tasks(data_args) -> list:
-    """--custom_task, or the registry entries of --tasks / --dataset_name."""
+    """The registry entries (or the YAML-declared task) the run trains/evaluates; unknown names raise UsageError."""
     if data_args.custom_task is not None:
         spec = data_args.custom_task
         if isinstance(spec, str):  # given on the command line as YAML/JSON text
@@ -104,7 +74,35 @@ def named_tasks(data_args) -> list:
                                  "'{prefix: \"review:\", text_column_name: text, ...}'") from None
         return [build_task_vals(spec, name=f"custom/{data_args.dataset_name}")]
     names = [name.strip() for name in data_args.tasks.split(",")] if data_args.tasks else [data_args.dataset_name]
-    return registry_tasks(names, data_args)
+    tasks = []
+    for name in names:
+        benchmark, _, task = name.rpartition("/")
+        task_vals = get_task_vals(benchmark or data_args.benchmark, task)
+        if task_vals["name"] == "glue/wnli" and data_args.wnli_format == "wsc_simple":
+            task_vals.update(WNLI_AS_WSC)
+        tasks.append(task_vals)
+    duplicates = {t["name"] for t in tasks if [u["name"] for u in tasks].count(t["name"]) > 1}
+    if duplicates:
+        raise UsageError(f"--tasks names {sorted(duplicates)[0]} twice; list each task once")
+    return tasks
+
+
+def resolve_run_tasks(data_args) -> list:
+    """resolve_tasks' tasks, then the --eval_tasks the run only evaluates and predicts (held out: never trained on);
+    with --instruction_templates, each in FLAN's format (instructions.py). A task in both raises UsageError."""
+    tasks = resolve_tasks(data_args)
+    if data_args.eval_tasks:
+        names = SimpleNamespace(custom_task=None, tasks=data_args.eval_tasks, dataset_name=None,
+                                benchmark=data_args.benchmark, wnli_format=data_args.wnli_format)
+        held_out = [dict(task_vals, held_out=True) for task_vals in resolve_tasks(names)]
+        both = sorted({t["name"] for t in tasks} & {t["name"] for t in held_out})
+        if both:
+            raise UsageError(f"--tasks and --eval_tasks both name {both[0]}; a held-out task goes in --eval_tasks only")
+        tasks += held_out
+    if data_args.instruction_templates == INSTRUCTION_FORMATS[0]:
+        return tasks
+    return [flan_task_vals(task_vals, data_args.instruction_templates, data_args.instruction_options,
+                           data_args.few_shot) for task_vals in tasks]
 
 
 def task_label(task_vals, tasks) -> str:

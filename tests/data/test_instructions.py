@@ -226,7 +226,7 @@ class FlanTasksTest(parameterized.TestCase):
     def split(self, seed=0, role="eval", split="validation", task="rte", folder="glue/RTE", **overrides):
         folder = folder if folder.startswith(str(REPO)) else str(require(folder))
         args = data_args(dataset_name=task, data_dir=[folder], instruction_templates="flan", **overrides)
-        (task_vals,) = task_splits.resolve_tasks(args)
+        (task_vals,) = task_splits.resolve_run_tasks(args)
         plan = task_splits.SplitPlan(task_vals, split, role, task)
         return task_splits.build_task_split(plan, args, self.tokenizer, seed=seed)
 
@@ -356,23 +356,23 @@ class FlanTasksTest(parameterized.TestCase):
     )
     def test_tasks_without_flan_templates_are_refused(self, overrides, message):
         with self.assertRaisesRegex(UsageError, message):
-            task_splits.resolve_tasks(data_args(instruction_templates="flan", **overrides))
+            task_splits.resolve_run_tasks(data_args(instruction_templates="flan", **overrides))
 
     def test_held_out_tasks_are_evaluated_never_trained(self):
         args = data_args(dataset_name=None, tasks="glue/sst2,glue/mrpc", eval_tasks="glue/rte",
                          instruction_templates="flan", instruction_options=True)
-        tasks = task_splits.resolve_tasks(args)
+        tasks = task_splits.resolve_run_tasks(args)
         plans = task_splits.plan_splits(tasks, args, SimpleNamespace(do_train=True, do_eval=True, do_predict=False))
         self.assertEqual([(p.key, p.role) for p in plans if p.role == "train"], [("sst2", "train"), ("mrpc", "train")])
         self.assertIn(("rte", "eval"), [(p.key, p.role) for p in plans])
         self.assertTrue(all(t["instructions"]["options"] for t in tasks))
         (_, data_args_, training_args) = parsing.parse_flags(  # the example config says the same
             FINETUNE_FLAG_CLASSES, [str(REPO / "configs/flan/heldout_rte.yaml"), "--model_name_or_path", "x"])
-        config_plans = task_splits.plan_splits(task_splits.resolve_tasks(data_args_), data_args_, training_args)
+        config_plans = task_splits.plan_splits(task_splits.resolve_run_tasks(data_args_), data_args_, training_args)
         self.assertEqual([(p.key, p.role) for p in config_plans], [(p.key, p.role) for p in plans])
         self.assertEqual((data_args_.label_scoring, data_args_.instruction_options), ("rank", True))
-        with self.assertRaisesRegex(UsageError, "--tasks and --eval_tasks name glue/rte twice"):
-            task_splits.resolve_tasks(data_args(dataset_name=None, tasks="glue/rte", eval_tasks="glue/rte"))
+        with self.assertRaisesRegex(UsageError, "--tasks and --eval_tasks both name glue/rte"):
+            task_splits.resolve_run_tasks(data_args(dataset_name=None, tasks="glue/rte", eval_tasks="glue/rte"))
 
 
 
