@@ -225,7 +225,7 @@ class FlanTasksTest(parameterized.TestCase):
 
     def split(self, seed=0, role="eval", split="validation", task="rte", folder="glue/RTE", **overrides):
         folder = folder if folder.startswith(str(REPO)) else str(require(folder))
-        args = data_args(dataset_name=task, data_dir=[folder], instruction_templates="flan", **overrides)
+        args = data_args(**{"dataset_name": task, "data_dir": [folder], "instruction_templates": "flan", **overrides})
         (task_vals,) = task_splits.resolve_run_tasks(args)
         plan = task_splits.SplitPlan(task_vals, split, role, task)
         return task_splits.build_task_split(plan, args, self.tokenizer, seed=seed)
@@ -357,6 +357,21 @@ class FlanTasksTest(parameterized.TestCase):
     def test_tasks_without_flan_templates_are_refused(self, overrides, message):
         with self.assertRaisesRegex(UsageError, message):
             task_splits.resolve_run_tasks(data_args(instruction_templates="flan", **overrides))
+
+    @parameterized.named_parameters(
+        ("negative_few_shot", dict(instruction_templates="flan", few_shot=-1), "--few_shot=-1 must be >= 0"),
+        ("options_without_templates", dict(instruction_options=True), "--instruction_options is part of FLAN's"),
+        ("held_out_from_local_files", dict(eval_tasks="glue/rte", train_file="TRAIN", validation_file="TRAIN"),
+         "--eval_tasks reads its tasks from --data_dir or the hub"),
+    )
+    def test_bad_instruction_flags(self, overrides, message):
+        files = {key: str(require("glue/RTE/dev.tsv")) for key, value in overrides.items() if value == "TRAIN"}
+        with self.assertRaisesRegex(UsageError, message):
+            data_args(**{**overrides, **files})
+
+    def test_few_shot_from_local_files_needs_the_training_file(self):
+        with self.assertRaisesRegex(UsageError, "--few_shot draws exemplars from the training rows: pass --train_file"):
+            self.split(few_shot=1, data_dir=None, validation_file=str(require("glue/RTE/dev.tsv")))
 
     def test_held_out_tasks_are_evaluated_never_trained(self):
         args = data_args(dataset_name=None, tasks="glue/sst2,glue/mrpc", eval_tasks="glue/rte",
