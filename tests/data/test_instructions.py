@@ -343,6 +343,18 @@ class FlanTasksTest(parameterized.TestCase):
                                                         {"en": "Two dogs run.", "de": "Zwei Hunde rennen."})
         self.assertEqual((text, target), ("Two dogs run.\n\nTranslate to German", "Zwei Hunde rennen."))
 
+    def test_multi30k_and_multirc_splits(self):
+        multi30k = self.split(task="multi30k_en_de", folder="translation/multi30k", benchmark="translation",
+                              max_eval_samples=5)
+        rows = (require("translation/multi30k") / "val.de").read_text().splitlines()[:5]
+        self.assertEqual(multi30k.targets, rows)  # the German side, English in the input
+        self.assertTrue(all("German" in text for text in multi30k.inputs))
+        multirc = self.split(task="multirc", folder=TASKS["record"][2], benchmark="super_glue")
+        self.assertEqual(set(multirc.targets), {"yes", "no"})
+        self.assertTrue(all("group" in meta for meta in multirc.meta))  # exact match still groups by question
+        scores = compute_task_metrics(multirc.task_vals, multirc.targets, multirc.targets, multirc.meta)
+        self.assertEqual((scores["exact_match"], scores["f1"]), (100.0, 100.0))
+
     def test_cnn_article_keeps_the_text_before_each_separator(self):
         # tf.compat.v1 strings.split of a scalar -> one row; FLAN's [-1][0] is its first piece.
         self.assertEqual(instructions.cnn_article("By . Reporter . 2013 . UPDATED: . 2013 . Body text."),
