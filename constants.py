@@ -377,6 +377,9 @@ DATASET_VALS = {
 WNLI_AS_WSC = dict(task_type="referent", prefix="wsc:", labels=None, **_ACCURACY, train_split=None,
                    row_format="wnli_simple", t5_task="glue_wnli_v002_simple_eval", predicted_by="super_glue/wsc")
 WNLI_FORMATS = ("glue", "wsc_simple")
+# --instruction_templates: T5's own format (none), or FLAN's templates (t5kit/data/instructions.py) as they are
+# (flan) or inside FLAN v1's dialog markers (flan_dialog).
+INSTRUCTION_FORMATS = ("none", "flan", "flan_dialog")
 
 # GLUE score (Wang et al. 2019, sec. 4): a task with two metrics scores their mean, MNLI the mean of matched and
 # mismatched accuracy (the "MNLI" group of t5/evaluation/eval_utils.py METRIC_NAMES); the benchmark score is the

@@ -44,7 +44,7 @@ def main(argv=None):
     # any model or data is loaded. The run record is taken then, and no flag changes after it.
     argv = sys.argv[1:] if argv is None else list(argv)
     model_args, data_args, training_args = flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
-    tasks = task_splits.resolve_tasks(data_args)
+    tasks = task_splits.resolve_run_tasks(data_args)  # --tasks, then the held-out --eval_tasks
     plans = task_splits.plan_splits(tasks, data_args, training_args)
     task_setup.turn_off_evaluation_without_splits(training_args, plans)
     best_metric = task_setup.choose_best_model_metric(training_args, plans)

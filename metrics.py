@@ -71,15 +71,25 @@ def parse_score(text: str):
     return value if math.isfinite(value) else None
 
 
-def to_class_indices(task_vals, texts, what: str) -> np.ndarray:
-    """(N,) class indices; INVALID where a prediction names no label. References must all be label words."""
-    indices = label_indices(task_vals)
-    values = np.array([indices.get(normalize_text(text), INVALID) for text in texts], dtype=np.int64)
+def to_class_indices(task_vals, texts, what: str, meta=None) -> np.ndarray:
+    """(N,) class indices; INVALID where a prediction names no label. References must all be label words. Rows
+    whose meta lists their own answers (FLAN's COPA: "options", the row's two choices) map to that order."""
+    if meta and "options" in meta[0]:
+        values = np.array([row_option_index(row["options"], text) for text, row in zip(texts, meta)], dtype=np.int64)
+    else:
+        indices = label_indices(task_vals)
+        values = np.array([indices.get(normalize_text(text), INVALID) for text in texts], dtype=np.int64)
     if what == "references" and (values == INVALID).any():
         bad = texts[int(np.argmax(values == INVALID))]
         raise ValueError(f"reference {bad!r} of task {task_vals.get('name', 'custom')} is no label word; "
                          f"references must be format_target outputs")
     return values
+
+
+def row_option_index(options, text) -> int:
+    """The index of the row's answer a text names, INVALID for none."""
+    names = [normalize_text(option) for option in options]
+    return names.index(normalize_text(text)) if normalize_text(text) in names else INVALID
 
 
 def to_scores(texts, what: str) -> np.ndarray:
@@ -174,8 +184,8 @@ def gender_parity(predicted, groups) -> float:
 
 
 def score_classification(task_vals, predictions, references, meta=None):
-    predicted = to_class_indices(task_vals, predictions, "predictions")
-    expected = to_class_indices(task_vals, references, "references")
+    predicted = to_class_indices(task_vals, predictions, "predictions", meta)
+    expected = to_class_indices(task_vals, references, "references", meta)
     groups = [row["group"] for row in meta] if meta and "group" in meta[0] else None
     metric_fns = {
         "accuracy": lambda: accuracy(expected, predicted),

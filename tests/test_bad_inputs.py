@@ -168,6 +168,18 @@ CASES = {
         "mode_token '</s>' is one of the tokenizer's own special tokens"),
     "train_on_a_diagnostic_task": ("fine_tune_t5", lambda w: finetune(w, dataset_name="ax"),
                                    "--do_train: glue/ax is only predicted, never trained on"),
+    "flan_templates_for_a_task_flan_lacks": ("fine_tune_t5", lambda w: finetune(
+        w, dataset_name="ax", instruction_templates="flan"),
+        "--instruction_templates flan: FLAN has no templates for glue/ax; it formats glue/cola, glue/sst2,"),
+    "flan_few_shot_larger_than_the_training_split": ("fine_tune_t5", lambda w: finetune(
+        w, instruction_templates="flan", few_shot=40, max_train_samples=32),
+        "--few_shot 40: glue/rte has 32 training rows to draw exemplars from (an example is never its own); "
+        "pass --few_shot 31 or less"),
+    "flan_copa_without_options": ("fine_tune_t5", lambda w: finetune(
+        w, benchmark="super_glue", dataset_name="copa", instruction_templates="flan"),
+        "--instruction_templates flan for super_glue/copa needs --instruction_options true"),
+    "few_shot_without_templates": ("fine_tune_t5", lambda w: finetune(w, few_shot=2),
+                                   "--few_shot is part of FLAN's format: pass --instruction_templates flan"),
     "streaming_without_max_steps": ("pre_train_t5", lambda w: pretrain(w, streaming=True, max_steps=-1,
                                                                        max_eval_samples=8),
                                     "--streaming needs --max_steps N"),

@@ -35,6 +35,21 @@ class FineTuneDataArguments(TaskInputArguments, SNIArguments):
     tasks: str = field(default=None, metadata={
         "help": "Multi-task: comma-separated benchmark/task names, e.g. glue/sst2,glue/rte. One model trains on their "
                 "mixture (--mixture_cap, --mixture_temperature) and is evaluated per task. Replaces --dataset_name."})
+    eval_tasks: str = field(default=None, metadata={
+        "help": "Held-out tasks: comma-separated benchmark/task names evaluated (--do_eval) and predicted "
+                "(--do_predict) but never trained on, e.g. --tasks glue/sst2,glue/mrpc --eval_tasks glue/rte: "
+                "zero-shot evaluation on a task outside the training mixture, as FLAN's held-out clusters."})
+    instruction_templates: str = field(default="none", metadata={
+        "help": "none: T5's task prefixes. flan: every example in one of FLAN's instruction templates for its task "
+                "(google-research/FLAN flan/templates.py), drawn by --seed and the example's position; label words "
+                "become FLAN's answers. flan_dialog: the same inside FLAN v1's dialog markers '0 ... X 1 FLAN'.",
+        "choices": constants.INSTRUCTION_FORMATS})
+    instruction_options: bool = field(default=False, metadata={
+        "help": "With --instruction_templates: fill in FLAN's 'OPTIONS:' list of answers in classification "
+                "templates; false uses FLAN's templates without it."})
+    few_shot: int = field(default=0, metadata={
+        "help": "With --instruction_templates: put this many exemplars from the task's training rows (never the "
+                "example itself; drawn by --seed) before each input, in FLAN's few-shot format."})
     custom_task: dict | str | None = field(default=None, metadata={
         "help": "A new task declared in YAML alone: a mapping with prefix, text_column_name, label_column_name, "
                 "labels (label value: word) or task_type, metric_names, optional metric_to_optimize "
@@ -87,6 +102,9 @@ class FineTuneDataArguments(TaskInputArguments, SNIArguments):
         # YAML may give a list of tasks or a single folder; the parser only splits command-line values.
         if isinstance(self.tasks, (list, tuple)):
             self.tasks = ",".join(self.tasks)
+        if isinstance(self.eval_tasks, (list, tuple)):
+            self.eval_tasks = ",".join(self.eval_tasks)
+        check_instruction_flags(self)
         if isinstance(self.data_dir, str):
             self.data_dir = [self.data_dir]
         if self.tasks and (self.dataset_name or self.custom_task):
@@ -190,3 +208,17 @@ def check_lora_flags(args):
     if not 0 <= args.lora_dropout < 1:
         raise UsageError(f"--lora_dropout={args.lora_dropout} must be in [0, 1)")
     return targets
+
+
+def check_instruction_flags(args):
+    """Refuses --few_shot below 0, FLAN's options or exemplars without its templates, and held-out tasks read from
+    local files (one task's rows)."""
+    templated = args.instruction_templates != constants.INSTRUCTION_FORMATS[0]
+    if args.few_shot < 0:
+        raise UsageError(f"--few_shot={args.few_shot} must be >= 0 (exemplars before each input)")
+    for flag, value in (("--few_shot", args.few_shot), ("--instruction_options", args.instruction_options)):
+        if value and not templated:
+            raise UsageError(f"{flag} is part of FLAN's format: pass --instruction_templates flan, or drop {flag}")
+    if args.eval_tasks and (args.train_file or args.validation_file or args.test_file):
+        raise UsageError("--eval_tasks reads its tasks from --data_dir or the hub, not from --train_file/"
+                         "--validation_file; use --tasks with --data_dir")

@@ -7,12 +7,14 @@ cannot be formatted (a WSC pronoun index that names another word) are counted as
 """
 import logging
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import datasets
 import yaml
 
-from constants import STSB_TARGET_RESOLUTION, WNLI_AS_WSC
+from constants import INSTRUCTION_FORMATS, STSB_TARGET_RESOLUTION, WNLI_AS_WSC
 from t5kit.data import sni
+from t5kit.data.instructions import flan_task_vals, instructor
 from t5kit.data.superglue_formats import EXAMPLES, SPLIT_CHECKS
 from t5kit.data.task_sources import FILE_FLAGS, convert_rows, read_split, report_dropped
 from t5kit.data.task_format import build_task_vals, format_stsb_target, get_task_vals, split_result_key
@@ -86,6 +88,24 @@ def resolve_tasks(data_args) -> list:
     return tasks
 
 
+def resolve_run_tasks(data_args) -> list:
+    """resolve_tasks' tasks, then the --eval_tasks the run only evaluates and predicts (held out: never trained on);
+    with --instruction_templates, each in FLAN's format (instructions.py). A task in both raises UsageError."""
+    tasks = resolve_tasks(data_args)
+    if data_args.eval_tasks:
+        names = SimpleNamespace(custom_task=None, tasks=data_args.eval_tasks, dataset_name=None,
+                                benchmark=data_args.benchmark, wnli_format=data_args.wnli_format)
+        held_out = [dict(task_vals, held_out=True) for task_vals in resolve_tasks(names)]
+        both = sorted({t["name"] for t in tasks} & {t["name"] for t in held_out})
+        if both:
+            raise UsageError(f"--tasks and --eval_tasks both name {both[0]}; a held-out task goes in --eval_tasks only")
+        tasks += held_out
+    if data_args.instruction_templates == INSTRUCTION_FORMATS[0]:
+        return tasks
+    return [flan_task_vals(task_vals, data_args.instruction_templates, data_args.instruction_options,
+                           data_args.few_shot) for task_vals in tasks]
+
+
 def task_label(task_vals, tasks) -> str:
     """Short task name for result keys and file names; benchmark-qualified when two benchmarks share it."""
     benchmark, task = task_vals["name"].split("/")
@@ -95,8 +115,8 @@ def task_label(task_vals, tasks) -> str:
 
 def task_splits(task_vals, files_mode) -> dict:
     """role -> the task's split names. A diagnostic task (train_split None) is never trained, even from local
-    files; local files give each role its one split."""
-    trains = task_vals.get("train_split", "train") is not None
+    files; local files give each role its one split. A held-out task (--eval_tasks) is never trained either."""
+    trains = task_vals.get("train_split", "train") is not None and not task_vals.get("held_out")
     if files_mode:
         return {"train": ["train"] if trains else [], "eval": ["validation"], "predict": ["test"]}
     return {"train": [task_vals["train_split"]] if trains else [], "eval": list(task_vals["validation_splits"]),
@@ -153,6 +173,8 @@ def plan_splits(tasks, data_args, training_args) -> list:
 def default_target_length(task_vals, tokenizer) -> int:
     """Tokens (EOS included) of the longest possible target: label word, score string or a generation default
     (also for answers and referents)."""
+    if task_vals.get("row_options"):  # FLAN's COPA: each row's own choices, free text
+        return GENERATION_TARGET_LENGTH
     if task_vals["task_type"] == "classification":
         words = list(task_vals["labels"].values())
     elif task_vals["task_type"] == "regression":
@@ -170,7 +192,8 @@ def target_length(task_vals, data_args, tokenizer) -> int:
         logger.info("--max_target_length defaults to %d for %s (%s)", needed, task_vals["name"],
                     "generation default" if task_vals["task_type"] in FREE_TEXT_TASK_TYPES else "its longest target")
         return needed
-    if task_vals["task_type"] not in FREE_TEXT_TASK_TYPES and data_args.max_target_length < needed:
+    free_text = task_vals["task_type"] in FREE_TEXT_TASK_TYPES or task_vals.get("row_options")
+    if not free_text and data_args.max_target_length < needed:
         raise UsageError(f"--max_target_length={data_args.max_target_length} would cut the targets of "
                          f"{task_vals['name']} (the longest is {needed} tokens with EOS); raise it or leave it unset")
     return data_args.max_target_length
@@ -200,15 +223,19 @@ def limit_rows(rows, plan, data_args):
     return rows if limit is None else rows[:limit]
 
 
-def format_examples(plan, rows):
-    """(examples, malformed lines, filtered count): every row in its task's T5 format. WSC trains only on rows
-    whose candidate is the referent (T5's super_glue_wsc_v102_simple_train); a row that gives no example is
+def format_examples(plan, rows, seed=0, exemplar_rows=None, fits=None):
+    """(examples, malformed lines, filtered count): every row in its task's T5 format, or FLAN's (instructions.py: a
+    template drawn by seed and position; exemplar_rows for --few_shot, as many as fits(text) allows). WSC trains only
+    on rows whose candidate is the referent (T5's super_glue_wsc_v102_simple_train); a row that gives no example is
     malformed."""
     task_vals = plan.task_vals
-    to_examples = EXAMPLES[task_vals.get("row_format", "glue")]
+    to_examples = EXAMPLES[task_vals.get("example_format", task_vals.get("row_format", "glue"))]
+    instruct = instructor(plan, seed, exemplar_rows, fits) if task_vals.get("instructions") else None
     examples, malformed, filtered = [], [], 0
-    for number, row in rows:
+    for position, (number, row) in enumerate(rows):
         produced = to_examples(task_vals, row)
+        if instruct:
+            produced = instruct(row, position, produced)
         if not produced:
             malformed.append(number)
         if plan.role == "train" and task_vals.get("train_only_referents"):
@@ -216,6 +243,20 @@ def format_examples(plan, rows):
             produced = [example for example in produced if example.meta["label"] == 1]
         examples += [(number, example) for example in produced]
     return examples, malformed, filtered
+
+
+def exemplar_rows(plan, rows, data_args, cache_dir):
+    """--few_shot: the task's training rows [(line, row)] exemplars are drawn from (the split's own rows when it is
+    the training split; --max_train_samples applies); None without --few_shot."""
+    if not plan.task_vals.get("instructions", {}).get("few_shot"):
+        return None
+    if plan.role == "train":
+        return rows
+    if (data_args.validation_file or data_args.test_file) and not data_args.train_file:
+        raise UsageError("--few_shot draws exemplars from the training rows: pass --train_file too")
+    train = SplitPlan(plan.task_vals, plan.task_vals.get("train_split") or "train", "train", plan.key)
+    raw_rows, columns, where, from_task_files = read_split(train, data_args, cache_dir)
+    return limit_rows(convert_rows(train, raw_rows, columns, where, from_task_files)[0], train, data_args)
 
 
 def check_leaderboard_indices(plan, data_args, examples, where):
@@ -232,7 +273,8 @@ def check_leaderboard_indices(plan, data_args, examples, where):
 
 
 def build_task_split(plan, data_args, tokenizer, cache_dir=None, seed=0) -> TaskSplit:
-    """Reads, checks, formats and tokenises one split (seed: the draws of SNI's instances and targets)."""
+    """Reads, checks, formats and tokenises one split (seed: the draws of SNI's instances and targets, and of
+    FLAN's templates and exemplars)."""
     task_vals = plan.task_vals
     if task_vals.get("row_format") == sni.ROW_FORMAT:
         return build_sni_split(plan, data_args, tokenizer, seed)
@@ -241,7 +283,10 @@ def build_task_split(plan, data_args, tokenizer, cache_dir=None, seed=0) -> Task
     rows = limit_rows(rows, plan, data_args)
     if task_vals.get("row_format") in SPLIT_CHECKS:
         SPLIT_CHECKS[task_vals["row_format"]](rows, where)
-    examples, unformatted, filtered = format_examples(plan, rows)
+    exemplars = exemplar_rows(plan, rows, data_args, cache_dir)
+    max_length = data_args.max_source_length
+    examples, unformatted, filtered = format_examples(
+        plan, rows, seed, exemplars, lambda text: len(tokenizer(text, verbose=False).input_ids) <= max_length)
     report_dropped(plan, where, len(raw_rows), malformed + unformatted, unlabeled, len(examples))
     if filtered:
         logger.info("%s %s: trains on the %d rows whose candidate is the referent, not the %d others (T5's "

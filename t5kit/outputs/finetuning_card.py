@@ -8,6 +8,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from t5kit.data.instructions import describe
 from t5kit.outputs.model_card import (CARD_SECTION, PIPELINE_TAG, base_model, card_name, flags_table,
                                       hf_training_sections, markdown_table, metric_text, model_location, model_table,
                                       render, reproduce_commands, usage_python, versions_list)
@@ -70,23 +71,24 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> M
         **{CARD_SECTION: {"script": run.script, "tasks": names, "custom_tasks": custom,
                           "max_source_length": record["max_source_length"],
                           "max_target_length": record.get("max_target_length"),
-                          "label_scoring": record["label_scoring"]}})
+                          "label_scoring": record["label_scoring"],
+                          "instruction_templates": record.get("instruction_templates", "none"),
+                          "eval_tasks": [t["name"] for t in tasks if t.get("held_out")]}})
     data_rows = [(key, stats["rows"], stats["used"], stats["malformed"], stats["truncated_inputs"])
                  for key, stats in summary["data"].items()]
     examples_seen = trainer.state.global_step * record["derived"]["global_batch_size"]
     first = eval_splits[0] if eval_splits else None
     example = first.inputs[0] if first else f"{tasks[0]['prefix']} ..."
     max_new_tokens = first.max_target_length if first else record.get("max_target_length") or 128
-    objective = "\n".join(
-        sni_objective(task, summary) if task.get("row_format") == "sni" else
-        f"- `{task['name']}` ({task['task_type']}): input `{input_template(task)}`, target "
-        + (", ".join(f"`{word}`" for word in task["labels"].values()) if task["labels"] else
-           "the text of " + f"`{task['label_column_name']}`") for task in tasks)
+    objective = "\n".join(sni_objective(task, summary) if task.get("row_format") == "sni" else task_line(task)
+                          for task in tasks)
     scoring = ("Classification tasks are predicted by ranking the label words (`--label_scoring rank`)."
                if record["label_scoring"] == "rank" else "Predictions are generated and must equal a label word "
                "(anything else counts as wrong).")
     if all(task.get("row_format") == "sni" for task in tasks):
         scoring = "Predictions are generated and scored against every output of their instance."
+    format_name = ("FLAN's instruction templates (google-research/FLAN flan/templates.py) on T5's text-to-text tasks"
+                   if any(task.get("instructions") for task in tasks) else "T5's text-to-text format")
     hyperparameters, training_results = hf_training_sections(trainer)
     where = model_location(record)
     origin = f"`{record['model_name_or_path']}`" if record.get("model_name_or_path") else \
@@ -100,13 +102,16 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> M
         model_table=model_table(model, tokenizer, record),
         data_table=markdown_table(("split", "rows read", "rows used", "malformed", "inputs truncated"), data_rows)
         + f"\n\nSource: {source_of(record)}. Inputs up to {record['max_source_length']} tokens.",
-        objective=f"T5's text-to-text format:\n\n{objective}\n\n{scoring}",
+        objective=f"{format_name}:\n\n{objective}\n\n{scoring}",
         flags_table=flags_table(record, trainer.state.global_step), hyperparameters=hyperparameters,
         training_results=training_results,
         usage_python=usage_python(where, example, max_new_tokens, keep_sentinels=False),
         usage_command=(f"python predict_t5.py --model_name_or_path {shlex.quote(where)} --input_file rows.jsonl "
                        f"--output_file predictions.jsonl   # --task defaults to {names[0]}"
-                       + (" (the first task; pass --task for another)" if len(names) > 1 else "")),
+                       + (" (the first task; pass --task for another)" if len(names) > 1 else "")
+                       + ("\n# this model was fine-tuned on FLAN's templates, which predict_t5.py does not write: pass "
+                          "--task none with inputs already in a template" if any(t.get("instructions") for t in tasks)
+                          else "")),
         reproduce=reproduce_commands(run, secrets), versions=versions_list(record))
 
 
@@ -134,3 +139,13 @@ def sni_objective(task_vals, summary) -> str:
             more = f" and {len(names) - SNI_TASKS_SHOWN} more" if len(names) > SNI_TASKS_SHOWN else ""
             lines.append(f"  - {split} tasks ({len(names)}): {shown}{more}")
     return "\n".join(lines)
+
+
+def task_line(task) -> str:
+    """One task of the card's objective: its input (T5's prefix layout or FLAN's templates) and target words."""
+    held_out = ", held out: evaluated, never trained on" if task.get("held_out") else ""
+    inputs = describe(task) or f"`{input_template(task)}`"
+    targets = ("the row's chosen option" if task.get("row_options") else
+               ", ".join(f"`{word}`" for word in task["labels"].values()) if task["labels"] else
+               f"the text of `{task['label_column_name']}`")
+    return f"- `{task['name']}` ({task['task_type']}{held_out}): input {inputs}, target {targets}"

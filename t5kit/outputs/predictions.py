@@ -18,7 +18,8 @@ import json
 import logging
 from pathlib import Path
 
-from metrics import INVALID, normalize_squad, parse_label, parse_score, sni_exact_match, wsc_referent_match
+from metrics import (INVALID, normalize_squad, parse_label, parse_score, row_option_index, sni_exact_match,
+                     wsc_referent_match)
 from t5kit.data.task_format import normalize_text
 from t5kit.outputs.atomic_files import atomic_write
 
@@ -87,7 +88,11 @@ def predicted_label(task_vals, text, meta):
     if task_vals["task_type"] == "referent":
         match = wsc_referent_match(text, meta["referent"])
         return (0, False) if match == INVALID else (match, True)
-    label = parse_label(task_vals, text)
+    if meta and "options" in meta:  # FLAN's COPA: the row's choices, in label order
+        index = row_option_index(meta["options"], text)
+        label = None if index == INVALID else list(task_vals["labels"])[index]
+    else:
+        label = parse_label(task_vals, text)
     return (next(iter(task_vals["labels"])), False) if label is None else (label, True)
 
 
@@ -106,7 +111,9 @@ def submission_value(task_vals, text, meta=None):
         low, high = STSB_SCORE_RANGE
         return f"{low if score is None else min(max(score, low), high):.3f}", score is not None
     label, valid = predicted_label(task_vals, text, meta)
-    return (task_vals["labels"][label] if task in GLUE_STRING_LABEL_TASKS else str(label)), valid
+    # T5's label words (FLAN's templates replace them in "labels" with its answers: instructions.py)
+    words = task_vals.get("t5_labels", task_vals["labels"])
+    return (words[label] if task in GLUE_STRING_LABEL_TASKS else str(label)), valid
 
 
 def write_glue_submission(output_dir, split, predictions):
@@ -123,17 +130,24 @@ def write_glue_submission(output_dir, split, predictions):
     return path
 
 
+def record_entity(text, meta) -> str:
+    """A ReCoRD prediction as the server takes it: the entity, without the rest of the query that FLAN's templates
+    append to it (meta["query_right"], instructions.record_features)."""
+    label, rest = normalize_text(text), normalize_text(meta.get("query_right", ""))
+    return label[:-len(rest)].strip() if rest and label.endswith(rest) else label
+
+
 def superglue_records(split, predictions) -> list:
     """The lines of a SuperGLUE submission file, in test file order."""
     task_vals, task = split.task_vals, split.task_vals["name"].split("/")[1]
     if task == "record":  # one line per query: its first example's prediction (all of them see the same input)
         first = {}
         for text, meta in zip(predictions, split.meta):
-            first.setdefault(meta["group"], {"idx": meta["idx"]["query"], "label": normalize_text(text)})
+            first.setdefault(meta["group"], {"idx": meta["idx"]["query"], "label": record_entity(text, meta)})
         return list(first.values())
     values = [predicted_label(task_vals, text, meta) for text, meta in zip(predictions, split.meta)]
     warn_invalid(f"{task_vals['data_dir_name']}.jsonl", values, "the first label")
-    words = SUPERGLUE_LABEL_VALUES.get(task) or tuple(task_vals["labels"].values())
+    words = SUPERGLUE_LABEL_VALUES.get(task) or tuple(task_vals.get("t5_labels", task_vals["labels"]).values())
     if task != "multirc":
         return [{"idx": meta["idx"], "label": words[label]} for (label, _), meta in zip(values, split.meta)]
     passages = {}

@@ -31,7 +31,7 @@ def check_label_scoring(data_args, tasks):
     """Rank scoring needs label words: refused when no task has them, noted when only some do."""
     if data_args.label_scoring != "rank":
         return
-    without = [t["name"] for t in tasks if t["task_type"] != "classification"]
+    without = [t["name"] for t in tasks if t["task_type"] != "classification" or t.get("row_options")]
     if len(without) == len(tasks):
         raise UsageError(f"--label_scoring rank scores label words, and {without[0]} is a {tasks[0]['task_type']} "
                          "task without them; use --label_scoring generate")

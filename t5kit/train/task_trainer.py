@@ -32,7 +32,9 @@ LENGTH_BUCKETS = "length_buckets"  # our --train_sampling_strategy, beside HF's 
 
 def average_score(per_key_metrics, splits) -> float:
     """GLUE average (metrics.glue_average) when every task is a GLUE task with all its result keys, else the
-    plain mean of each split's metric_to_optimize."""
+    plain mean of each split's metric_to_optimize. Held-out tasks (--eval_tasks) are left out where others are
+    evaluated, so that they never pick the checkpoint a zero-shot result is reported for."""
+    splits = [split for split in splits if not split.task_vals.get("held_out")] or splits
     tasks = list(dict.fromkeys(split.task_vals["name"] for split in splits))
     glue_tasks = [name.split("/")[1] for name in tasks if name.startswith("glue/")]
     if len(glue_tasks) == len(tasks) and all(task in GLUE_SCORE_METRICS for task in glue_tasks) \
@@ -42,7 +44,8 @@ def average_score(per_key_metrics, splits) -> float:
 
 
 def uses_rank_scoring(label_scoring, task_vals) -> bool:
-    return label_scoring == "rank" and task_vals["task_type"] == "classification"
+    # a task whose rows name their own answers (FLAN's COPA) has no label words to rank
+    return label_scoring == "rank" and task_vals["task_type"] == "classification" and not task_vals.get("row_options")
 
 
 def length_bucket_indices(input_lengths, target_lengths, batch_size, generator=None) -> list:
