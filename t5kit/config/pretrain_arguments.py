@@ -97,6 +97,7 @@ class SpanCorruptionArguments:
         constants.check_span_settings(self.noise_density, self.mean_noise_span_length, self.input_length)
 
 
+MIN_PACKING_WINDOW_INPUTS = constants.MIN_INPUT_LENGTH  # as --input_length: span corruption needs it
 DENOISER_KEYS = ("paradigm", "mean_noise_span_length", "noise_density", "proportion", "mode_token")
 PROPORTION_TOLERANCE = 1e-6  # room for proportions written as rounded decimals (6 x 0.1333333 + 0.2)
 
@@ -118,15 +119,33 @@ class ObjectiveArguments:
                 "vectors counted from the training windows: PPMI + SVD, model/word_vectors.py; seconds for 3 M "
                 "ids; the CPU recipe of docs/quality.md). Not with --model_name_or_path or --streaming.",
         "choices": ("random", "word_vectors")})
+    packing: bool = field(default=False, metadata={
+        "help": "ul2/prefix_lm: pack several windows into each row of --input_length inputs and a matched number "
+                "of targets, kept apart by segment ids (T5X/seqio's packing), instead of padding every window to "
+                "the mixture's longest shapes. Windows are shortened to --packing_window_input_length. Not with "
+                "--streaming. Span corruption needs none: every window has the same shapes. See "
+                "docs/objectives.md#packing."})
+    packing_window_input_length: int = field(default=None, metadata={
+        "help": "--packing: the inputs a window may take under any denoiser (paradigm token and EOS included); the "
+                "window length follows from it as from --input_length without packing. Unset: a quarter of "
+                "--input_length (128 at 512), so that the denoisers' inputs and targets fill rows to within a few "
+                "percent."})
 
     def __post_init__(self):
         check_choices(self)
         if isinstance(self.denoisers, str):
             self.denoisers = parse_denoisers_text(self.denoisers)
+        if self.packing_window_input_length is not None and not self.packing:
+            raise UsageError("--packing_window_input_length applies to --packing true; drop it, or pass "
+                             "--packing true")
         if self.objective == "span_corruption":
             if self.denoisers is not None:
                 raise UsageError("--denoisers applies to --objective ul2 or prefix_lm; drop it, or pass "
                                  "--objective ul2")
+            if self.packing:
+                raise UsageError("--packing true with --objective span_corruption: span corruption is already exact "
+                                 "(every window gives the same input and target lengths, so rows hold no padding "
+                                 "to fill); drop --packing, or pass --objective ul2 or prefix_lm")
             return
         if self.denoisers is None:
             self.denoisers = constants.UL2_DENOISERS if self.objective == "ul2" else constants.PREFIX_LM_DENOISERS
@@ -194,3 +213,18 @@ def number_setting(where, item, key):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise UsageError(f"{where}: {key} must be a number, got {value!r}")
     return float(value)
+
+
+def check_packing(objective_args, data_args, span_args):
+    """--packing across flag groups: refused with --streaming (the packing sampler places every window of an epoch
+    before the first batch, which a stream does not have), and a --packing_window_input_length the row cannot take."""
+    if not objective_args.packing:
+        return
+    if data_args.streaming:
+        raise UsageError("--packing true with --streaming: packing places a whole epoch's windows before its first "
+                         "batch, which a stream cannot give; drop --streaming (the corpus is tokenised once and "
+                         "cached) or --packing")
+    window = objective_args.packing_window_input_length
+    if window is not None and not MIN_PACKING_WINDOW_INPUTS <= window <= span_args.input_length:
+        raise UsageError(f"--packing_window_input_length={window} must be in [{MIN_PACKING_WINDOW_INPUTS}, "
+                         f"--input_length={span_args.input_length}]")
