@@ -127,9 +127,9 @@ class ObjectiveArguments:
                 "docs/objectives.md#packing."})
     packing_window_input_length: int = field(default=None, metadata={
         "help": "--packing: the inputs a window may take under any denoiser (paradigm token and EOS included); the "
-                "window length follows from it as from --input_length without packing. Unset: a quarter of "
-                "--input_length (128 at 512), so that the denoisers' inputs and targets fill rows to within a few "
-                "percent."})
+                "window length follows from it as from --input_length without packing. Unset: an eighth of "
+                "--input_length (64 at 512: windows of 63 ids for UL2's mixture), so that rows are filled to within "
+                "about 6 %; longer windows keep longer contexts and pad more (docs/objectives.md#packing)."})
 
     def __post_init__(self):
         check_choices(self)

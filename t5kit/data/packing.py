@@ -15,8 +15,9 @@ Placement is greedy in the order the examples come, over the B = `rows_per_batch
 an example goes to a row where both its inputs and its targets still fit (of those, the one left most balanced
 between free inputs and free targets: choose_row); an example that fits in none waits for the next batch while up
 to LOOKAHEAD later ones fill the gaps, and the batch closes when one more does not fit. Plain next-fit (one open
-row, closed at the first example that does not fit) leaves about half an example of padding per row; measured on the
-default UL2 mixture (docs/objectives.md), balance and lookahead each cut the rest by about a third. Within a batch,
+row, closed at the first example that does not fit) leaves about half an example of padding per row: 13 % of the
+slots on the default UL2 mixture's packed windows, against 10 % for first-fit over 8 rows, 8.5 % with the lookahead
+and 6 % with balance too (docs/objectives.md). Within a batch,
 placement is a pure function of the lengths in placement order, so a batch's rows can be recomputed from its
 examples alone (the collators do), and a keyed order (seed, epoch, example ids) gives keyed rows.
 """

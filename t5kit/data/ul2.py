@@ -111,7 +111,7 @@ def mean_lengths(length, denoisers):
 
 def packed_lengths(input_length, denoisers, window_input_length=None):
     """(window_input_length, tokens_length, window_target_length, target_length) of --packing: windows whose inputs
-    fit window_input_length (default a quarter of the row) under every denoiser, the longest targets they give, and
+    fit window_input_length (default an eighth of the row) under every denoiser, the longest targets they give, and
     the rows' target length: the row's inputs times the mixture's mean target/input ratio, so that inputs and
     targets fill up together (at least the longest targets, so that every window fits a row)."""
     window_input_length = window_input_length or input_length // PACKING_WINDOWS_PER_ROW

@@ -13,21 +13,9 @@ import constants
 from t5kit.config.pretrain_arguments import check_denoisers
 from t5kit.data import packed_batches, packing, ul2
 from t5kit.model import building
-from tests.helpers import in_memory_t5_tokenizer, random_word_ids
+from tests.helpers import in_memory_t5_tokenizer, random_examples, random_word_ids
 
 PAD, START = 0, 0
-
-
-def random_examples(count, seed=0, longest_input=40, longest_target=12):
-    """[(input ids, target ids), ...] of random lengths, ids from 2 (0 is pad, 1 EOS), each ending in EOS."""
-    rng = np.random.default_rng(seed)
-    examples = []
-    for _ in range(count):
-        inputs = rng.integers(2, 1000, rng.integers(1, longest_input + 1))
-        targets = rng.integers(2, 1000, rng.integers(1, longest_target + 1))
-        inputs[-1] = targets[-1] = 1
-        examples.append((inputs, targets))
-    return examples
 
 
 def lengths_of(examples):

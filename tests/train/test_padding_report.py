@@ -12,8 +12,7 @@ from transformers import Seq2SeqTrainer
 from t5kit.data import packed_batches, packing
 from t5kit.train import padding_report
 from t5kit.train.packed_loader import PackedLoaderMixin
-from tests.data.test_packing import random_examples
-from tests.helpers import OneThreadTestCase, pre_train, tiny_model, training_args
+from tests.helpers import OneThreadTestCase, pre_train, random_examples, tiny_model, training_args
 
 
 class CountsTest(parameterized.TestCase):
