@@ -42,7 +42,7 @@ def main(argv=None):
     model_args, data_args, span_args, objective_args, training_args = flags = parsing.parse_flags(
         PRETRAIN_FLAG_CLASSES, argv)
     word_vectors.check_flags(objective_args.init_embeddings, model_args.model_name_or_path, data_args.streaming)
-    pretrain_arguments.check_packing(objective_args, data_args, span_args)
+    pretrain_arguments.check_packing(training_args.packing, objective_args, data_args, span_args)
     record = run_record.flag_values(flags)
     # The shapes, computed once: the corpus is cut into windows of tokens_length, the collator corrupts them (UL2 and
     # prefix-LM: one window length for the whole mixture, rows padded to the longest inputs and targets; packed:
@@ -53,7 +53,7 @@ def main(argv=None):
     if objective_args.objective == "span_corruption":
         tokens_length, target_length = compute_input_and_target_lengths(
             span_args.input_length, span_args.noise_density, span_args.mean_noise_span_length)
-    elif objective_args.packing:
+    elif training_args.packing:
         window_input_length, tokens_length, window_target_length, target_length = ul2.packed_lengths(
             span_args.input_length, denoisers, objective_args.packing_window_input_length)
     else:
@@ -83,7 +83,7 @@ def main(argv=None):
                                         tokens_length=tokens_length,
                                         input_length=span_args.input_length, target_length=target_length,
                                         **({"packing_window_input_length": window_input_length}
-                                           if objective_args.packing else {}))
+                                           if training_args.packing else {}))
     log_setup.log_run_summary(record, derived)
 
     # 6. Data: documents -> token ids -> windows of exactly tokens_length.
@@ -112,7 +112,7 @@ def main(argv=None):
     # 7b. Packing: a batch sampler places whole windows into the B rows of each training batch, keyed by (seed,
     # epoch, window ids); evaluation stays unpacked (the collator above).
     packed = None
-    if objective_args.packing:
+    if training_args.packing:
         packed = packed_batches.packed_windows(train_dataset, objective_collator, (span_args.input_length,
                                                target_length), training_args.per_device_train_batch_size,
                                                training_args.seed)

@@ -134,12 +134,6 @@ class FineTuneTrainingArguments(T5TrainingArguments):
         "help": "length_buckets (ours: batches of equal input and target length, in random order; least padding), "
                 "or HF's random, sequential, group_by_length (sorted within mega-batches), batch_rebalance. "
                 "Evaluation always keeps file order.", "choices": TRAIN_SAMPLING_STRATEGIES})
-    packing: bool = field(default=False, metadata={
-        "help": "Pack several training examples into each row (T5X/seqio's packing, with segment ids): rows of "
-                "--max_source_length inputs and a matched number of targets (the training examples' mean "
-                "target/input ratio, at least --max_target_length), filled in a random order keyed by --seed and "
-                "the epoch; replaces --train_sampling_strategy for training batches. Evaluation and prediction stay "
-                "unpacked. See docs/data.md#packing."})
 
     peft: str = field(default=None, metadata={
         "help": "Parameter-efficient fine-tuning with the peft library: lora (low-rank adapters on "

@@ -119,12 +119,6 @@ class ObjectiveArguments:
                 "vectors counted from the training windows: PPMI + SVD, model/word_vectors.py; seconds for 3 M "
                 "ids; the CPU recipe of docs/quality.md). Not with --model_name_or_path or --streaming.",
         "choices": ("random", "word_vectors")})
-    packing: bool = field(default=False, metadata={
-        "help": "ul2/prefix_lm: pack several windows into each row of --input_length inputs and a matched number "
-                "of targets, kept apart by segment ids (T5X/seqio's packing), instead of padding every window to "
-                "the mixture's longest shapes. Windows are shortened to --packing_window_input_length. Not with "
-                "--streaming. Span corruption needs none: every window has the same shapes. See "
-                "docs/objectives.md#packing."})
     packing_window_input_length: int = field(default=None, metadata={
         "help": "--packing: the inputs a window may take under any denoiser (paradigm token and EOS included); the "
                 "window length follows from it as from --input_length without packing. Unset: an eighth of "
@@ -135,17 +129,10 @@ class ObjectiveArguments:
         check_choices(self)
         if isinstance(self.denoisers, str):
             self.denoisers = parse_denoisers_text(self.denoisers)
-        if self.packing_window_input_length is not None and not self.packing:
-            raise UsageError("--packing_window_input_length applies to --packing true; drop it, or pass "
-                             "--packing true")
         if self.objective == "span_corruption":
             if self.denoisers is not None:
                 raise UsageError("--denoisers applies to --objective ul2 or prefix_lm; drop it, or pass "
                                  "--objective ul2")
-            if self.packing:
-                raise UsageError("--packing true with --objective span_corruption: span corruption is already exact "
-                                 "(every window gives the same input and target lengths, so rows hold no padding "
-                                 "to fill); drop --packing, or pass --objective ul2 or prefix_lm")
             return
         if self.denoisers is None:
             self.denoisers = constants.UL2_DENOISERS if self.objective == "ul2" else constants.PREFIX_LM_DENOISERS
@@ -215,11 +202,18 @@ def number_setting(where, item, key):
     return float(value)
 
 
-def check_packing(objective_args, data_args, span_args):
-    """--packing across flag groups: refused with --streaming (the packing sampler places every window of an epoch
-    before the first batch, which a stream does not have), and a --packing_window_input_length the row cannot take."""
-    if not objective_args.packing:
+def check_packing(packing, objective_args, data_args, span_args):
+    """--packing (a training flag, T5TrainingArguments) against the pre-training groups: refused with span corruption
+    (nothing to pack) and --streaming (the packing sampler places every window of an epoch before the first batch,
+    which a stream does not have); --packing_window_input_length only with it, and within the row."""
+    if objective_args.packing_window_input_length is not None and not packing:
+        raise UsageError("--packing_window_input_length applies to --packing true; drop it, or pass --packing true")
+    if not packing:
         return
+    if objective_args.objective == "span_corruption":
+        raise UsageError("--packing true with --objective span_corruption: span corruption is already exact (every "
+                         "window gives the same input and target lengths, so rows hold no padding to fill); drop "
+                         "--packing, or pass --objective ul2 or prefix_lm")
     if data_args.streaming:
         raise UsageError("--packing true with --streaming: packing places a whole epoch's windows before its first "
                          "batch, which a stream cannot give; drop --streaming (the corpus is tokenised once and "

@@ -88,8 +88,8 @@ class PackedBatchSampler(Sampler):
         inputs, targets = self.lengths_of_epoch(0)
         slots = len(self) * self.rows_per_batch
         placed = np.concatenate(self.batches(0)) if len(self) else np.zeros(0, np.int64)
-        return (1 - inputs[placed].sum() / max(slots * self.row_shape[0], 1),
-                1 - targets[placed].sum() / max(slots * self.row_shape[1], 1))
+        return (float(1 - inputs[placed].sum() / max(slots * self.row_shape[0], 1)),
+                float(1 - targets[placed].sum() / max(slots * self.row_shape[1], 1)))
 
 
 def lengths_of_examples(dataset):
@@ -159,7 +159,7 @@ class PackingCollator:
 def real_tokens_per_row(sampler):
     """The input and target tokens (not padding) a packed row holds on average in epoch 0."""
     encoder, decoder = sampler.expected_padding()
-    return (1 - encoder) * sampler.row_shape[0] + (1 - decoder) * sampler.row_shape[1]
+    return float((1 - encoder) * sampler.row_shape[0] + (1 - decoder) * sampler.row_shape[1])
 
 
 def packed_windows(dataset, collator, row_shape, rows_per_batch, seed):

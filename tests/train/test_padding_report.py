@@ -1,18 +1,14 @@
-"""Spec of the padding report (t5kit/train/padding_report.py) and --packing's training loader (packed_loader.py):
-counts per batch, the run means, the packed DataLoader as Trainer and accelerate build it, and metrics.json's `data`
-of real runs."""
+"""Spec of the padding report (t5kit/train/padding_report.py): counts per batch, the run means, and metrics.json's
+`data` and log lines of real unpacked runs (packed runs: test_packed_loader.py)."""
 import json
 
-import datasets
 import numpy as np
 import torch
 from absl.testing import absltest, parameterized
-from transformers import Seq2SeqTrainer
 
-from t5kit.data import packed_batches, packing
+from t5kit.data import packing
 from t5kit.train import padding_report
-from t5kit.train.packed_loader import PackedLoaderMixin
-from tests.helpers import OneThreadTestCase, pre_train, random_examples, tiny_model, training_args
+from tests.helpers import OneThreadTestCase, fine_tune, pre_train, random_examples, tiny_flags
 
 
 class CountsTest(parameterized.TestCase):
@@ -42,41 +38,6 @@ class CountsTest(parameterized.TestCase):
         self.assertIsNone(padding_report.run_mean(history, "decoder_padding"))
 
 
-class ReportingTrainer(padding_report.PaddingReportMixin, PackedLoaderMixin, Seq2SeqTrainer):
-    pass
-
-
-class PackedLoaderTest(parameterized.TestCase):
-
-    def test_the_trainer_loader_yields_the_sampler_batches_packed(self):
-        """get_train_dataloader as Trainer uses it (accelerate-prepared, epoch set as _run_epoch sets it): every
-        batch B rows of fixed shape holding exactly the sampler's examples; a new epoch gives new batches."""
-        examples = random_examples(80, seed=4, longest_input=20, longest_target=6)
-        dataset = datasets.Dataset.from_dict({"input_ids": [i.tolist() for i, _ in examples],
-                                              "labels": [t.tolist() for _, t in examples],
-                                              "idx": list(range(80))})  # a column the model does not take
-        sampler, collator = packed_batches.packed_task_examples(dataset, 32, 6, 4, seed=0, pad_id=0,
-                                                                decoder_start_token_id=0)
-        trainer = ReportingTrainer(model=tiny_model(), args=training_args("--per_device_train_batch_size", "4",
-                                                                          "--report_to", "none"),
-                                   train_dataset=dataset, packed_batches=(sampler, collator))
-        loader = trainer.get_train_dataloader()
-        self.assertLen(loader, len(sampler))
-        seen = {}
-        for epoch in (0, 1):
-            loader.set_epoch(epoch)
-            batches = list(loader)
-            self.assertLen(batches, len(sampler))
-            for indices, batch in zip(sampler.batches(epoch), batches):
-                self.assertEqual(tuple(batch["input_ids"].shape), (4, 32))
-                self.assertEqual(tuple(batch["labels"].shape), (4, sampler.row_shape[1]))
-                self.assertEqual(packing.examples_in(batch), len(indices))
-                packed = sorted(tuple(inputs.tolist()) for row in packing.unpack_rows(batch) for inputs, _ in row)
-                self.assertEqual(packed, sorted(tuple(examples[i][0].tolist()) for i in indices))
-            seen[epoch] = [batch["input_ids"] for batch in batches]
-        self.assertFalse(all(torch.equal(a, b) for a, b in zip(seen[0], seen[1])))
-
-
 class RunReportTest(OneThreadTestCase):
 
     def test_span_corruption_has_no_padding_and_ul2_reports_its_own(self):
@@ -97,6 +58,16 @@ class RunReportTest(OneThreadTestCase):
         self.assertAlmostEqual(metrics["data"]["decoder_padding"],
                                np.mean([entry["decoder_padding"] for entry in lines]))
         self.assertGreater(metrics["data"]["decoder_padding"], 0.0)
+
+    def test_fine_tuning_reports_its_dynamic_padding(self):
+        fine_tune(tiny_flags(str(self.dir / "rte"), max_steps=2, eval_strategy="no", save_strategy="no",
+                             load_best_model_at_end=False))
+        metrics = json.loads((self.dir / "rte" / "metrics.json").read_text())
+        lines = [entry for entry in metrics["log_history"] if "loss" in entry]
+        batches = metrics["data"]["train_batches"]
+        self.assertEqual(sorted(batches), ["decoder_padding", "encoder_padding"])
+        self.assertAlmostEqual(batches["encoder_padding"], np.mean([entry["encoder_padding"] for entry in lines]))
+        self.assertBetween(batches["encoder_padding"], 0.0, 0.9)  # length buckets: rows of near-equal length
 
 
 if __name__ == "__main__":
