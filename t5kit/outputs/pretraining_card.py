@@ -97,5 +97,7 @@ def objective_settings(record, derived, shapes) -> str:
             for d in record["denoisers"]]
     anchor = ("UL2 (Tay et al. 2022): a mixture of denoisers, one per window" if record["objective"] == "ul2"
               else "Prefix-LM (T5's prefix_lm): each window split at a uniform point")
-    return (f"{anchor}, windows of {derived['tokens_length']} tokens padded to fixed shapes ({shapes}).\n\n"
+    fitted = ("packed several to a row with segment ids (`--packing`; rows of " + shapes + ")" if record.get(
+        "packing") else f"padded to fixed shapes ({shapes})")
+    return (f"{anchor}, windows of {derived['tokens_length']} tokens {fitted}.\n\n"
             + markdown_table(("paradigm", "noise density", "mean span", "proportion", "mode token"), rows))

@@ -24,6 +24,8 @@ from t5kit.model.inference import score_label_words
 from t5kit.optim import selection
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
+from t5kit.train.packed_loader import PackedLoaderMixin
+from t5kit.train.padding_report import PaddingReportMixin
 from t5kit.train.z_loss import ZLossMixin
 
 AVERAGE_KEY = "average"
@@ -95,8 +97,9 @@ class TaskCollator(DataCollatorForSeq2Seq):
         return batch
 
 
-# atomic checkpoints, --nan_policy, --z_loss
-class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, Seq2SeqTrainer):
+# atomic checkpoints, --nan_policy, --z_loss, padding in the logs and --packing's loader (`packed_batches=`)
+class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, PaddingReportMixin, PackedLoaderMixin,
+                  Seq2SeqTrainer):
     get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)  # stacked Adafactor, AdamWScale
 
     def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
