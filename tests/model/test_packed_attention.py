@@ -23,6 +23,7 @@ from t5kit.model import building, packed_attention, t5_flex_attention
 from tests.helpers import require
 
 ATTENTIONS = ("eager", "sdpa", t5_flex_attention.NAME)
+NAMED_ATTENTIONS = [(attention, attention) for attention in ATTENTIONS]
 UL2_DENOISERS = check_denoisers(constants.UL2_DENOISERS, "ul2")
 PREFIX_LM_DENOISERS = check_denoisers(constants.PREFIX_LM_DENOISERS, "prefix_lm")
 WINDOW_INPUT_LENGTH = 64  # --input_length of the UL2 and prefix-LM examples
@@ -157,9 +158,20 @@ def gradients(model, batch):
     return {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
 
 
-class PackedEqualsUnpackedTest(parameterized.TestCase):
+class OneThreadTestCase(parameterized.TestCase):
+    """One torch thread: two on a shared 2-core machine run these small models several times slower."""
 
-    @parameterized.product(examples=tuple(EXAMPLE_SETS), attention=ATTENTIONS)
+    def setUp(self):
+        super().setUp()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.addCleanup(torch.set_num_threads, threads)
+
+
+class PackedEqualsUnpackedTest(OneThreadTestCase):
+
+    @parameterized.named_parameters((f"{examples}_{attention}", examples, attention)
+                                    for examples in EXAMPLE_SETS for attention in ATTENTIONS)
     def test_token_losses_and_gradients_equal_the_unpacked_examples(self, examples, attention):
         make, input_length, target_length = EXAMPLE_SETS[examples]
         examples = make()
@@ -180,7 +192,7 @@ class PackedEqualsUnpackedTest(parameterized.TestCase):
             torch.testing.assert_close(packed_grads[name], grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
 
 
-class FlexBlockMaskTest(parameterized.TestCase):
+class FlexBlockMaskTest(OneThreadTestCase):
     """t5_flex gives a packed row's encoder self-attention a FlexAttention block mask on a GPU. Its forward runs on
     CPU too (uncompiled; FlexAttention has no CPU backward), where it must give sdpa's token losses."""
 
@@ -208,9 +220,9 @@ class FlexBlockMaskTest(parameterized.TestCase):
         torch.testing.assert_close(got[scored], expected[scored], rtol=0, atol=LOSS_TOLERANCE)
 
 
-class UnpackedUnchangedTest(parameterized.TestCase):
+class UnpackedUnchangedTest(OneThreadTestCase):
 
-    @parameterized.parameters(*ATTENTIONS)
+    @parameterized.named_parameters(NAMED_ATTENTIONS)
     def test_an_unpacked_batch_runs_bit_for_bit_as_without_the_hooks(self, attention):
         plain = tiny_t5(attention)
         hooked = packed_attention.install(copy.deepcopy(plain))
@@ -230,10 +242,10 @@ class UnpackedUnchangedTest(parameterized.TestCase):
         self.assertLen(model.decoder._forward_pre_hooks, 1)
 
 
-class SegmentsApartTest(parameterized.TestCase):
+class SegmentsApartTest(OneThreadTestCase):
     """A direct check of the block masks: changing the second example of a row changes nothing of the first."""
 
-    @parameterized.parameters(*ATTENTIONS)
+    @parameterized.named_parameters(NAMED_ATTENTIONS)
     def test_the_first_example_does_not_see_the_second(self, attention):
         examples = glue_mixture_examples(count=1)  # one SST-2 row, then one RTE row
         packed, placed = pack(examples, 192, 12)
@@ -259,7 +271,7 @@ class SegmentsApartTest(parameterized.TestCase):
         self.assertFalse(torch.allclose(plain_after.logits[0, first[1]], plain_before.logits[0, first[1]]))
 
 
-class RefusalsTest(parameterized.TestCase):
+class RefusalsTest(OneThreadTestCase):
 
     def test_an_attention_that_cannot_keep_segments_apart_is_refused(self):
         model = tiny_t5("sdpa")
