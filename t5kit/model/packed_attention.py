@@ -39,7 +39,6 @@ SEGMENT_KEYS = (ENCODER_SEGMENTS, DECODER_SEGMENTS, "encoder_positions", "decode
 # attention's (transformers' flash_attention_mask) keeps only a 2-D padding mask, which cannot keep segments apart.
 PACKED_ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "t5_flex")
 PACKED_MODEL_TYPES = ("t5", "mt5")  # stacks built as T5Stack; LongT5's local attention takes no full mask
-INSTALLED = "_t5kit_packed_attention_hooks"  # the model attribute holding the hook handles
 
 
 def is_packed(batch) -> bool:
@@ -63,21 +62,18 @@ def t5_model(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def installed(model) -> bool:
+    return encoder_hook in t5_model(model).encoder._forward_pre_hooks.values()
+
+
 def install(model):
-    """Registers the two stack hooks once (a second call does nothing); returns the model."""
-    model = t5_model(model)
-    if getattr(model, INSTALLED, None) is None:
-        setattr(model, INSTALLED, (
-            model.encoder.register_forward_pre_hook(encoder_hook, with_kwargs=True),
-            model.decoder.register_forward_pre_hook(decoder_hook, with_kwargs=True)))
+    """Registers the two stack hooks once (a second call, or a copy of a hooked model, keeps the ones it has);
+    returns the model."""
+    base = t5_model(model)
+    if not installed(base):
+        base.encoder.register_forward_pre_hook(encoder_hook, with_kwargs=True)
+        base.decoder.register_forward_pre_hook(decoder_hook, with_kwargs=True)
     return model
-
-
-def uninstall(model):
-    model = t5_model(model)
-    for handle in getattr(model, INSTALLED, None) or ():
-        handle.remove()
-    setattr(model, INSTALLED, None)
 
 
 def take_segments(kwargs):

@@ -238,8 +238,9 @@ class UnpackedUnchangedTest(OneThreadTestCase):
 
     def test_install_is_idempotent(self):
         model = packed_attention.install(packed_attention.install(tiny_t5("sdpa")))
-        self.assertLen(model.encoder._forward_pre_hooks, 1)
-        self.assertLen(model.decoder._forward_pre_hooks, 1)
+        copied = packed_attention.install(copy.deepcopy(model))
+        for stack in (model.encoder, model.decoder, copied.encoder, copied.decoder):
+            self.assertLen(stack._forward_pre_hooks, 1)
 
 
 class SegmentsApartTest(OneThreadTestCase):
@@ -264,7 +265,7 @@ class SegmentsApartTest(OneThreadTestCase):
         second = slice(out_2, out_2 + len(examples[1][1]))
         self.assertFalse(torch.allclose(after.logits[0, second], before.logits[0, second]))
         # Without the hooks the row is one sequence: the first example then does see the second.
-        packed_attention.uninstall(model)
+        model = tiny_t5(attention).eval()
         with torch.no_grad():
             plain_before = model(**{k: v for k, v in packed.items() if "segment" not in k and "position" not in k})
             plain_after = model(**{k: v for k, v in changed.items() if "segment" not in k and "position" not in k})
