@@ -2,17 +2,15 @@
 Trainer and accelerate build it, and tiny packed pre-training and fine-tuning runs. Until the model takes segment ids
 (the masks are the model side's), the runs here drop them before T5's forward: they check which batches the model
 gets, the logs and metrics.json, not the model's maths."""
-import functools
 import json
 import re
-from unittest import mock
 
 import datasets
 import pytest
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
-from transformers import Seq2SeqTrainer, T5ForConditionalGeneration
+from transformers import Seq2SeqTrainer
 
 from t5kit.data import packed_batches, packing
 from t5kit.train.packed_loader import PackedLoaderMixin
@@ -56,25 +54,7 @@ class PackedLoaderTest(parameterized.TestCase):
 
 
 
-def without_segment_ids(forward):
-    """T5's forward with the packed batch's segment ids and positions dropped (the model side adds the masks)."""
-    @functools.wraps(forward)
-    def forward_without_segments(self, *args, **kwargs):
-        for key in packing.SEGMENT_KEYS:
-            kwargs.pop(key, None)
-        return forward(self, *args, **kwargs)
-
-    return forward_without_segments
-
-
 class PackedRunTest(OneThreadTestCase):
-
-    def setUp(self):
-        super().setUp()
-        patch = mock.patch.object(T5ForConditionalGeneration, "forward",
-                                  without_segment_ids(T5ForConditionalGeneration.forward))
-        patch.start()
-        self.addCleanup(patch.stop)
 
     def test_packed_prefix_lm_pre_training(self):
         """Rows of 64 inputs and 64 targets (prefix-LM's targets match its inputs) holding windows of 8 ids: the log
