@@ -45,7 +45,8 @@ def build_card(run, summary, model, tokenizer, trainer) -> ModelCard:
         eval_results=results or None, **{CARD_SECTION: {"script": run.script, "tasks": [],
                                                         "max_source_length": record["input_length"]}})
     data_rows = [("training data", corpus), ("validation data", validation)]
-    data_rows += [(name.replace("_", " "), f"{value:,}" if isinstance(value, int) else value)
+    data_rows += [(name.replace("_", " "), f"{value:,}" if isinstance(value, int) else
+                   f"{value:.4g}" if isinstance(value, float) else value)  # floats: the padding shares
                   for name, value in data.items() if value is not None]
     hyperparameters, training_results = hf_training_sections(trainer)
     where = model_location(record)
