@@ -123,7 +123,7 @@ class ObjectiveArguments:
         "help": "--packing: the inputs a window may take under any denoiser (paradigm token and EOS included); the "
                 "window length follows from it as from --input_length without packing. Unset: an eighth of "
                 "--input_length (64 at 512: windows of 63 ids for UL2's mixture), so that rows are filled to within "
-                "about 6 %; longer windows keep longer contexts and pad more (docs/objectives.md, Packing)."})
+                "about 6 per cent; longer windows keep longer contexts and pad more (docs/objectives.md, Packing)."})
 
     def __post_init__(self):
         check_choices(self)
