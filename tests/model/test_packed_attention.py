@@ -6,6 +6,7 @@ import copy
 import csv
 import functools
 import itertools
+import types
 from unittest import mock
 
 import numpy as np
@@ -279,6 +280,12 @@ class RefusalsTest(OneThreadTestCase):
         model.config._attn_implementation = "flash_attention_2"
         with self.assertRaisesRegex(UsageError, "--attn_implementation flash_attention_2 cannot keep packed"):
             packed_attention.check_packable(model)
+
+    def test_longt5_is_refused(self):
+        """LongT5's local and transient-global encoder attention build their own blocked masks from a 2-D one."""
+        config = types.SimpleNamespace(model_type="longt5", _attn_implementation="eager")
+        with self.assertRaisesRegex(UsageError, "packed batches need a T5 or mT5 model, not longt5"):
+            packed_attention.check_packable(types.SimpleNamespace(config=config))
 
     def test_a_batch_with_one_of_the_two_segment_tensors_is_refused(self):
         model = packed_attention.install(tiny_t5("sdpa"))
