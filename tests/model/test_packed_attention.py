@@ -1,7 +1,8 @@
 """Packed batches (t5kit/model/packed_attention.py) compute exactly what the same examples compute one per row: the
 per-token losses and the gradients of real examples (UL2's R, X and S rows, prefix-LM rows, a mixture of two GLUE
-tasks) packed as the batch contract says, in fp32, with eager, sdpa and t5_flex attention; an unpacked batch runs
-bit for bit as without the hooks (generation included); and no example sees another (a block-mask check)."""
+tasks) packed as the batch contract says, in fp32, with eager, sdpa and t5_flex attention (its FlexAttention block
+mask too, forward on CPU), and for mT5 and UMT5; an unpacked batch runs bit for bit as without the hooks
+(generation included); no example sees another (a block-mask check); what cannot take the masks is refused."""
 import copy
 import csv
 import functools
