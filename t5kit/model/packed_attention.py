@@ -38,7 +38,9 @@ SEGMENT_KEYS = (ENCODER_SEGMENTS, DECODER_SEGMENTS, "encoder_positions", "decode
 # Attention implementations whose mask function builds a dense per-token mask from an index function. Flash
 # attention's (transformers' flash_attention_mask) keeps only a 2-D padding mask, which cannot keep segments apart.
 PACKED_ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "t5_flex")
-PACKED_MODEL_TYPES = ("t5", "mt5")  # stacks built as T5Stack; LongT5's local attention takes no full mask
+# Their stacks build masks as T5Stack does and take a 4-D one as given; LongT5's local and transient-global encoder
+# attention builds blocked masks of its own from a 2-D one.
+PACKED_MODEL_TYPES = ("t5", "mt5", "umt5")
 
 
 def is_packed(batch) -> bool:
@@ -50,8 +52,8 @@ def check_packable(model):
     """Raises UsageError where the model cannot take packed batches (its family, its attention implementation)."""
     config = model.config
     if config.model_type not in PACKED_MODEL_TYPES:
-        raise UsageError(f"packed batches need a T5 or mT5 model, not {config.model_type} (its attention takes no "
-                         "segment masks); use --packing false")
+        raise UsageError(f"packed batches need a T5, mT5 or UMT5 model, not {config.model_type} (its attention takes "
+                         "no segment masks); use --packing false")
     if config._attn_implementation not in PACKED_ATTN_IMPLEMENTATIONS:
         raise UsageError(f"--attn_implementation {config._attn_implementation} cannot keep packed examples apart; "
                          f"use one of {', '.join(PACKED_ATTN_IMPLEMENTATIONS)}, or --packing false")

@@ -1,16 +1,19 @@
 """Packed batches (t5kit/model/packed_attention.py) compute exactly what the same examples compute one per row: the
 per-token losses and the gradients of real examples (UL2's R, X and S rows, prefix-LM rows, a mixture of two GLUE
-tasks) packed as the batch contract says, in fp32, with eager, sdpa and t5_flex attention; an unpacked batch runs
-bit for bit as without the hooks (generation included); and no example sees another (a block-mask check)."""
+tasks) packed as the batch contract says, in fp32, with eager, sdpa and t5_flex attention (its FlexAttention block
+mask too, forward on CPU), and for mT5 and UMT5; an unpacked batch runs bit for bit as without the hooks
+(generation included); no example sees another (a block-mask check); what cannot take the masks is refused."""
 import copy
 import csv
 import functools
 import itertools
+import types
 from unittest import mock
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+import transformers
 from absl.testing import absltest, parameterized
 from torch.nn.attention.flex_attention import flex_attention
 
@@ -192,6 +195,25 @@ class PackedEqualsUnpackedTest(OneThreadTestCase):
             torch.testing.assert_close(packed_grads[name], grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
 
 
+class FamilyTest(OneThreadTestCase):
+    """mT5 and UMT5 (a position bias in every layer) take the same masks: their stacks are T5's."""
+
+    @parameterized.named_parameters(("mt5", "MT5Config"), ("umt5", "UMT5Config"))
+    def test_token_losses_equal_the_unpacked_examples(self, config_class):
+        tok, examples = tokenizer(), glue_mixture_examples(count=2)
+        config = getattr(transformers, config_class)(
+            vocab_size=building.padded_vocab_size(tok), d_model=32, d_ff=64, d_kv=8, num_layers=2, num_heads=4,
+            dropout_rate=0.0, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+            decoder_start_token_id=tok.pad_token_id)
+        torch.manual_seed(0)
+        model = packed_attention.install(building.new_t5_model(config))
+        packed, placed = pack(examples, 192, 12)
+        packed_tokens, plain_tokens = token_losses(model, packed)[1], token_losses(model, unpacked(examples))[1]
+        for index, ((row, _, at), (_, targets)) in enumerate(zip(placed, examples)):
+            torch.testing.assert_close(packed_tokens[row, at:at + len(targets)], plain_tokens[index, :len(targets)],
+                                       rtol=0, atol=LOSS_TOLERANCE)
+
+
 class FlexBlockMaskTest(OneThreadTestCase):
     """t5_flex gives a packed row's encoder self-attention a FlexAttention block mask on a GPU. Its forward runs on
     CPU too (uncompiled; FlexAttention has no CPU backward), where it must give sdpa's token losses."""
@@ -279,6 +301,12 @@ class RefusalsTest(OneThreadTestCase):
         model.config._attn_implementation = "flash_attention_2"
         with self.assertRaisesRegex(UsageError, "--attn_implementation flash_attention_2 cannot keep packed"):
             packed_attention.check_packable(model)
+
+    def test_longt5_is_refused(self):
+        """LongT5's local and transient-global encoder attention build their own blocked masks from a 2-D one."""
+        config = types.SimpleNamespace(model_type="longt5", _attn_implementation="eager")
+        with self.assertRaisesRegex(UsageError, "packed batches need a T5, mT5 or UMT5 model, not longt5"):
+            packed_attention.check_packable(types.SimpleNamespace(config=config))
 
     def test_a_batch_with_one_of_the_two_segment_tensors_is_refused(self):
         model = packed_attention.install(tiny_t5("sdpa"))

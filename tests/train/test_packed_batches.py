@@ -8,6 +8,7 @@ from absl.testing import parameterized
 from transformers import T5Config, T5ForConditionalGeneration
 
 from t5kit.data import task_format
+from t5kit.model import lora
 from t5kit.train.pretrain_trainer import PretrainTrainer
 from t5kit.train.task_trainer import TaskTrainer
 from tests.helpers import OneThreadTestCase, training_args
@@ -37,20 +38,24 @@ def one_per_row():
 
 class PackedBatchesTest(OneThreadTestCase):
 
-    def trainer(self, cls, *argv, **kwargs):
+    def trainer(self, cls, *argv, peft=False, **kwargs):
         torch.manual_seed(0)  # a one-layer T5 without dropout, so that two forwards compare
         model = T5ForConditionalGeneration(T5Config(vocab_size=64, d_model=16, d_ff=32, d_kv=8, num_layers=1,
                                                     num_heads=2, dropout_rate=0.0, decoder_start_token_id=0,
                                                     pad_token_id=0))
         model.accepts_loss_kwargs = False  # as building.build_model sets it
+        if peft:  # --peft lora: the trainer holds peft's wrapper, the hooks go on the T5 inside it
+            model = lora.apply_lora(model, r=2, alpha=4, dropout=0.0, target_modules=["q", "v"])
         args = training_args("--output_dir", str(self.dir / "out"), "--report_to", "none", *argv)
         return cls(model=model, args=args, **kwargs)
 
-    @parameterized.parameters(PretrainTrainer, TaskTrainer)
-    def test_training_loss_of_a_packed_batch_is_that_of_the_examples_one_per_row(self, cls):
-        trainer = self.trainer(cls)
-        self.assertLen(trainer.model.encoder._forward_pre_hooks, 1)
-        self.assertLen(trainer.model.decoder._forward_pre_hooks, 1)
+    @parameterized.named_parameters(("pretrain", PretrainTrainer, False), ("task", TaskTrainer, False),
+                                    ("task_lora", TaskTrainer, True))
+    def test_training_loss_of_a_packed_batch_is_that_of_the_examples_one_per_row(self, cls, peft):
+        trainer = self.trainer(cls, peft=peft)
+        t5 = trainer.model.get_base_model() if peft else trainer.model
+        self.assertLen(t5.encoder._forward_pre_hooks, 1)
+        self.assertLen(t5.decoder._forward_pre_hooks, 1)
         trainer.model.train()
         packed = trainer.compute_loss(trainer.model, packed_row())
         torch.testing.assert_close(packed, trainer.compute_loss(trainer.model, one_per_row()), rtol=0, atol=1e-6)
