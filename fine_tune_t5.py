@@ -22,7 +22,7 @@ from transformers import set_seed
 from t5kit import cli
 from t5kit.config import parsing
 from t5kit.config.programs import FINETUNE_FLAG_CLASSES
-from t5kit.data import task_splits
+from t5kit.data import packed_batches, task_splits
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora
 from t5kit.optim import param_groups
@@ -31,10 +31,11 @@ from t5kit.outputs import (finetuning_card, hub_upload, log_setup, model_card, o
 from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
-from t5kit.train import callbacks, preemption, resume, seams, task_setup
+from t5kit.train import callbacks, padding_report, preemption, resume, seams, task_setup
 from t5kit.train.task_trainer import AVERAGE_KEY, TaskCollator, TaskTrainer, predict_splits
 
 logger = logging.getLogger(__name__)
+TRAIN_BATCHES_KEY = "train_batches"  # metrics.json's data: the training batches' padding (and packed examples)
 MIXED_PRECISION_PAD_MULTIPLE = 8  # tensor cores want dimensions in multiples of 8 under bf16/fp16
 
 
@@ -87,9 +88,22 @@ def main(argv=None):
     model.generation_config.max_length = 1 + max(split.max_target_length for role in splits.values()
                                                  for split in role)
     tokens_per_example = task_splits.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"])
+    # 6b. --packing: training batches of B rows, each holding whole examples in a keyed random order (evaluation and
+    # prediction stay unpacked). A row then carries several examples' tokens.
+    packed = None
+    if training_args.packing and train_dataset is not None:
+        seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
+        packed = packed_batches.packed_task_examples(
+            train_dataset, data_args.max_source_length, max(split.max_target_length for split in splits["train"]),
+            training_args.per_device_train_batch_size, seed, tokenizer.pad_token_id,
+            model.config.decoder_start_token_id)
+        packed_batches.log_packing(packed[0], f"{len(train_dataset):,} training examples")
+        tokens_per_example = packed_batches.real_tokens_per_row(packed[0])
     derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model),
                                         model.config.dropout_rate,
-                                        trainable_parameters=lora.trainable_parameters(model))
+                                        trainable_parameters=lora.trainable_parameters(model),
+                                        **(dict(zip(("input_length", "target_length"), packed[0].row_shape))
+                                           if packed else {}))
     log_setup.log_run_summary(record, derived)
 
     # 7. Collator: each batch padded to its own longest row (dynamic padding; labels padded with -100).
@@ -103,10 +117,10 @@ def main(argv=None):
     trainer = TaskTrainer(
         model=model, args=trainer_args, train_dataset=train_dataset, eval_splits=splits["eval"],
         data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
-        optimizers=(optimizer, None), resume_point=resume_point,
+        optimizers=(optimizer, None), resume_point=resume_point, packed_batches=packed,
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(), callbacks.RunLogCallback(),
-                   preemption.PreemptionCallback()])
+                   preemption.PreemptionCallback(), *([callbacks.CollatorEpochCallback(packed[0])] if packed else [])])
 
     # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes), then push
     # them if asked: a failed push is one error line with everything already saved.
@@ -152,7 +166,8 @@ def write_run_outputs(trainer, data_args, splits, evaluation, prediction, result
         "per_task_metrics": evaluation["per_task"],
         "metric_for_best_model": best_metric,
         "best_metric": trainer.state.best_metric, "best_model_checkpoint": trainer.state.best_model_checkpoint,
-        "data": {f"{split.key}/{split.plan.split}": split.stats for role in splits.values() for split in role},
+        "data": {**{f"{split.key}/{split.plan.split}": split.stats for role in splits.values() for split in role},
+                 **({TRAIN_BATCHES_KEY: padding_report.data_counts(results)} if trainer.args.do_train else {})},
         "log_history": trainer.state.log_history,
     }
     if f"eval_{AVERAGE_KEY}" in results:

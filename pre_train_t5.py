@@ -13,16 +13,16 @@ from transformers import set_seed
 
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
 from t5kit import cli
-from t5kit.config import parsing
+from t5kit.config import parsing, pretrain_arguments
 from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
-from t5kit.data import corpus, ul2
+from t5kit.data import corpus, packed_batches, ul2
 from t5kit.model import building, word_vectors
 from t5kit.optim import param_groups
 from t5kit.outputs import (hub_upload, log_setup, model_card, out_log, pretraining_card, run_folder, run_lock,
                            run_record, run_start)
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
-from t5kit.train import callbacks, preemption, resume, seams, stream_resume
+from t5kit.train import callbacks, padding_report, preemption, resume, seams, stream_resume
 from t5kit.train.pretrain_trainer import (
     EVAL_METRIC,
     PretrainTrainer,
@@ -42,13 +42,20 @@ def main(argv=None):
     model_args, data_args, span_args, objective_args, training_args = flags = parsing.parse_flags(
         PRETRAIN_FLAG_CLASSES, argv)
     word_vectors.check_flags(objective_args.init_embeddings, model_args.model_name_or_path, data_args.streaming)
+    pretrain_arguments.check_packing(training_args.packing, objective_args, data_args, span_args)
     record = run_record.flag_values(flags)
     # The shapes, computed once: the corpus is cut into windows of tokens_length, the collator corrupts them (UL2 and
-    # prefix-LM: one window length for the whole mixture, rows padded to the longest inputs and targets).
+    # prefix-LM: one window length for the whole mixture, rows padded to the longest inputs and targets; packed:
+    # shorter windows, corrupted to at most window_input_length inputs and window_target_length targets, several to a
+    # row of input_length and target_length).
     denoisers = objective_args.denoisers or []
+    window_input_length = window_target_length = None
     if objective_args.objective == "span_corruption":
         tokens_length, target_length = compute_input_and_target_lengths(
             span_args.input_length, span_args.noise_density, span_args.mean_noise_span_length)
+    elif training_args.packing:
+        window_input_length, tokens_length, window_target_length, target_length = ul2.packed_lengths(
+            span_args.input_length, denoisers, objective_args.packing_window_input_length)
     else:
         tokens_length, target_length = ul2.mixture_lengths(span_args.input_length, denoisers)
 
@@ -74,7 +81,9 @@ def main(argv=None):
     derived = run_record.derived_values(training_args, span_args.input_length + target_length,
                                         building.count_parameters(model), model.config.dropout_rate,
                                         tokens_length=tokens_length,
-                                        input_length=span_args.input_length, target_length=target_length)
+                                        input_length=span_args.input_length, target_length=target_length,
+                                        **({"packing_window_input_length": window_input_length}
+                                           if training_args.packing else {}))
     log_setup.log_run_summary(record, derived)
 
     # 6. Data: documents -> token ids -> windows of exactly tokens_length.
@@ -95,11 +104,19 @@ def main(argv=None):
             input_length=span_args.input_length, target_length=target_length, seed=training_args.seed,
             tokens_length=tokens_length)
     else:
-        objective_collator = ul2.DataCollatorForUL2(tokenizer, denoisers, input_length=span_args.input_length,
-                                                    seed=training_args.seed, tokens_length=tokens_length,
-                                                    target_length=target_length)
+        objective_collator = ul2.DataCollatorForUL2(
+            tokenizer, denoisers, input_length=window_input_length or span_args.input_length, seed=training_args.seed,
+            tokens_length=tokens_length, target_length=window_target_length or target_length)
     # Stream windows carry their id and epoch, for exact resume.
     collator = stream_resume.StreamPositionCollator(objective_collator) if data_args.streaming else objective_collator
+    # 7b. Packing: a batch sampler places whole windows into the B rows of each training batch, keyed by (seed,
+    # epoch, window ids); evaluation stays unpacked (the collator above).
+    packed = None
+    if training_args.packing:
+        packed = packed_batches.packed_windows(train_dataset, objective_collator, (span_args.input_length,
+                                               target_length), training_args.per_device_train_batch_size,
+                                               training_args.seed)
+        packed_batches.log_packing(packed[0], f"windows of {tokens_length} ids")
 
     # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
     # run leaves the output folder as it was.
@@ -109,10 +126,11 @@ def main(argv=None):
         data_collator=collator, processing_class=tokenizer,
         compute_metrics=SpanCorruptionMetrics(special_target_ids(tokenizer)),
         preprocess_logits_for_metrics=predicted_ids_and_losses,
-        optimizers=(optimizer, None), resume_point=resume_point,
+        optimizers=(optimizer, None), resume_point=resume_point, packed_batches=packed,
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
-                   callbacks.CollatorEpochCallback(objective_collator), callbacks.RunLogCallback(),
+                   callbacks.CollatorEpochCallback(objective_collator, *(packed[:1] if packed else ())),
+                   callbacks.RunLogCallback(),
                    preemption.PreemptionCallback()])
 
     # 9. Train, evaluate, write outputs (rank 0 only writes), then push them if asked: a failed push is one error
@@ -136,7 +154,10 @@ def write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer):
     model."""
     out, derived = trainer.args.output_dir, run.record[run_record.DERIVED_KEY]
     windows_seen = trainer.state.global_step * derived["global_batch_size"]
-    data = {**corpus_counts, "windows_seen": windows_seen, "tokens_seen": windows_seen * derived["tokens_length"]}
+    if "train_examples_per_step" in metrics:  # packed: a batch holds a variable number of windows
+        windows_seen = round(trainer.state.global_step * metrics["train_examples_per_step"])
+    data = {**corpus_counts, "windows_seen": windows_seen, "tokens_seen": windows_seen * derived["tokens_length"],
+            **padding_report.data_counts(metrics)}
     summary = {**metrics, "data": data, "log_history": trainer.state.log_history}
     write_json(f"{out}/{run_folder.METRICS_FILE}", summary)
     plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", EVAL_METRIC)

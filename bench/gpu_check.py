@@ -15,7 +15,7 @@ the JSON says why it has no figures. Sections, in order (--tiny shrinks each to 
 - trainer_profile: where the Trainer arm's step goes (torch.profiler over a few steps of the compiled sdpa arm).
 - bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, and bf16 with
   --z_loss where the flag exists; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
-- ul2_packing: real tokens/s of --objective ul2 with and without --packing (skipped where --packing is absent).
+- ul2_packing: real tokens/s and padding of --objective ul2 with and without --packing (bench/packing.py's reading).
 - zero2, fsdp: a few steps under DeepSpeed ZeRO-2 (torchrun, one process) and under FSDP (accelerate, one process).
 - inference: bench/predict.py (predict_t5.py's batching vs the generate loop; CTranslate2 arms where installed).
 - quality: bench/quality.py's arms with GPU-sized pre-training, when the budget still allows.
@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # bench.packing, run as a script from any folder
 SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 # bf16 vs fp32 over the last 50 logged steps: mean absolute difference of the training loss. Rounding noise moves a
 # small model's loss by a few hundredths; a broken bf16 path (overflow, a lost scale) moves it by tenths or more.
@@ -223,14 +224,23 @@ def cpu_computes_bf16():
 
 
 def ul2_packing(check):
+    """bench/packing.py's UL2 row: padded vs --packing true (rows of --input_length, windows an eighth of it), the
+    padding shares and real (non-padding) tokens/s as each run reports them."""
     if not has_flag("pre_train_t5.py", "--packing"):
         raise SectionSkipped("pre_train_t5.py has no --packing flag in this tree")
+    from bench.packing import read_run
+
     figures = {}
     for packing in ("false", "true"):
         folder = check.out / "runs" / f"ul2_packing_{packing}"
         check.command(f"ul2_packing_{packing}", pretrain_command(
-            check, folder, 10 if check.args.tiny else 60, ["--objective", "ul2", "--packing", packing]))
-        figures[f"packing_{packing}"] = json.loads((folder / "metrics.json").read_text())
+            check, folder, 6 if check.args.tiny else 40,
+            ["--objective", "ul2", "--packing", packing, "--input_length", 64 if check.args.tiny else 512]))
+        encoder, decoder, seconds, real, examples = read_run(Path(folder), warmup_steps=2)
+        figures[f"packing_{packing}"] = {"encoder_padding": encoder, "decoder_padding": decoder,
+                                         "examples_per_step": examples, "real_tokens_per_s": real / seconds}
+    figures["packed_over_padded"] = (figures["packing_true"]["real_tokens_per_s"]
+                                     / figures["packing_false"]["real_tokens_per_s"])
     return figures
 
 

@@ -174,6 +174,19 @@ def random_word_ids(count, num_words=32000, seed=0):
     return 3 + np.minimum(rng.zipf(1.2, size=count) - 1, num_words - 4)
 
 
+def random_examples(count, seed=0, longest_input=40, longest_target=12):
+    """Packing tests' examples: [(input ids, target ids), ...] of random lengths, ids from 2 (0 is pad, 1 EOS),
+    each ending in EOS."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for _ in range(count):
+        inputs = rng.integers(2, 1000, rng.integers(1, longest_input + 1))
+        targets = rng.integers(2, 1000, rng.integers(1, longest_target + 1))
+        inputs[-1] = targets[-1] = 1
+        examples.append((inputs, targets))
+    return examples
+
+
 def tiny_model():
     """A random one-layer T5 (64-word vocabulary, 16 wide) for optimizer and trainer tests that never tokenize."""
     from transformers import T5Config, T5ForConditionalGeneration

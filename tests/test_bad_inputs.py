@@ -188,6 +188,16 @@ CASES = {
         "--init_embeddings word_vectors starts a new model; drop it, or drop --model_name_or_path"),
     "word_vectors_streamed": ("pre_train_t5", lambda w: pretrain(w, init_embeddings="word_vectors", streaming=True),
                               "--init_embeddings word_vectors counts the whole training corpus; drop --streaming"),
+    "packing_span_corruption": ("pre_train_t5", lambda w: pretrain(w, packing=True),
+                                "--packing true with --objective span_corruption: span corruption is already exact"),
+    "packing_streamed": ("pre_train_t5", lambda w: pretrain(w, objective="ul2", packing=True, streaming=True),
+                         "--packing true with --streaming: packing places a whole epoch's windows"),
+    "packing_window_without_packing": ("pre_train_t5", lambda w: pretrain(w, objective="ul2",
+                                                                          packing_window_input_length=64),
+                                       "--packing_window_input_length applies to --packing true"),
+    "packing_window_longer_than_row": ("pre_train_t5", lambda w: pretrain(
+        w, objective="prefix_lm", packing=True, input_length=64, packing_window_input_length=65),
+        "--packing_window_input_length=65 must be in [8, --input_length=64]"),
     "config_overrides_unknown_key": ("pre_train_t5", lambda w: pretrain(w, config_overrides="num_layer=4"),
                                      "T5Config has no setting 'num_layer'; did you mean 'num_layers'"),
     "lora_target_matches_nothing": ("fine_tune_t5", lambda w: finetune(

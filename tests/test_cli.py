@@ -1,5 +1,7 @@
 """t5kit/cli.py: a UsageError is one `error:` line and exit 2; a distributed run ends before the interpreter's
 teardown; a bug keeps its traceback."""
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -9,7 +11,21 @@ from absl.testing import absltest, parameterized
 
 from t5kit import cli
 from t5kit.errors import UsageError
-from tests.helpers import REPO
+
+from tests.helpers import ENTRY_SCRIPTS, REPO, entry_main
+
+
+class HelpTest(parameterized.TestCase):
+
+    @parameterized.parameters(*ENTRY_SCRIPTS)
+    def test_help_lists_the_flags_and_exits_0(self, script):
+        """argparse formats every help string with %: a bare "6 %" in one help text made --help crash."""
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed), self.assertRaises(SystemExit) as exit_info:
+            entry_main(script)(["--help"])
+        self.assertEqual(exit_info.exception.code, 0)
+        self.assertIn("usage:", printed.getvalue())
+        self.assertIn("--", printed.getvalue())
 
 
 class RunCliTest(parameterized.TestCase):

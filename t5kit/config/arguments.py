@@ -169,6 +169,14 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
                 "averaged over the target tokens as the cross-entropy is, to the training loss (T5X pre-trains with "
                 "1e-4; it keeps the logits from drifting, which bf16 cannot hold well). Logged as z_loss (the logged "
                 "loss includes it; eval_loss does not). 0 (default): off. See train/z_loss.py."})
+    packing: bool = field(default=False, metadata={
+        "help": "Pack several whole examples into each training row, kept apart by segment ids (T5X/seqio's "
+                "packing), instead of padding each: rows of --input_length inputs (fine-tuning: "
+                "--max_source_length) and a matched number of targets (the examples' mean target/input ratio), "
+                "filled in a random order keyed by --seed and the epoch. Pre-training: --objective ul2 or prefix_lm "
+                "(span corruption has no padding to fill), windows shortened to --packing_window_input_length, not "
+                "with --streaming. Fine-tuning: the training split (it replaces --train_sampling_strategy); "
+                "evaluation and prediction stay unpacked. See docs/data.md#packing."})
     logging_nan_inf_filter: bool = field(default=False, metadata={
         "help": "HF's filter of non-finite losses out of the logged loss. Off by default: it reads every step's "
                 "loss on the host (a GPU sync per step), and --nan_policy stops on such a loss or, with skip, "

@@ -97,6 +97,7 @@ class SpanCorruptionArguments:
         constants.check_span_settings(self.noise_density, self.mean_noise_span_length, self.input_length)
 
 
+MIN_PACKING_WINDOW_INPUTS = constants.MIN_INPUT_LENGTH  # as --input_length: span corruption needs it
 DENOISER_KEYS = ("paradigm", "mean_noise_span_length", "noise_density", "proportion", "mode_token")
 PROPORTION_TOLERANCE = 1e-6  # room for proportions written as rounded decimals (6 x 0.1333333 + 0.2)
 
@@ -118,6 +119,11 @@ class ObjectiveArguments:
                 "vectors counted from the training windows: PPMI + SVD, model/word_vectors.py; seconds for 3 M "
                 "ids; the CPU recipe of docs/quality.md). Not with --model_name_or_path or --streaming.",
         "choices": ("random", "word_vectors")})
+    packing_window_input_length: int = field(default=None, metadata={
+        "help": "--packing: the inputs a window may take under any denoiser (paradigm token and EOS included); the "
+                "window length follows from it as from --input_length without packing. Unset: an eighth of "
+                "--input_length (64 at 512: windows of 63 ids for UL2's mixture), so that rows are filled to within "
+                "about 6 per cent; longer windows keep longer contexts and pad more (docs/objectives.md, Packing)."})
 
     def __post_init__(self):
         check_choices(self)
@@ -194,3 +200,25 @@ def number_setting(where, item, key):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise UsageError(f"{where}: {key} must be a number, got {value!r}")
     return float(value)
+
+
+def check_packing(packing, objective_args, data_args, span_args):
+    """--packing (a training flag, T5TrainingArguments) against the pre-training groups: refused with span corruption
+    (nothing to pack) and --streaming (the packing sampler places every window of an epoch before the first batch,
+    which a stream does not have); --packing_window_input_length only with it, and within the row."""
+    if objective_args.packing_window_input_length is not None and not packing:
+        raise UsageError("--packing_window_input_length applies to --packing true; drop it, or pass --packing true")
+    if not packing:
+        return
+    if objective_args.objective == "span_corruption":
+        raise UsageError("--packing true with --objective span_corruption: span corruption is already exact (every "
+                         "window gives the same input and target lengths, so rows hold no padding to fill); drop "
+                         "--packing, or pass --objective ul2 or prefix_lm")
+    if data_args.streaming:
+        raise UsageError("--packing true with --streaming: packing places a whole epoch's windows before its first "
+                         "batch, which a stream cannot give; drop --streaming (the corpus is tokenised once and "
+                         "cached) or --packing")
+    window = objective_args.packing_window_input_length
+    if window is not None and not MIN_PACKING_WINDOW_INPUTS <= window <= span_args.input_length:
+        raise UsageError(f"--packing_window_input_length={window} must be in [{MIN_PACKING_WINDOW_INPUTS}, "
+                         f"--input_length={span_args.input_length}]")

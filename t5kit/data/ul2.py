@@ -43,10 +43,12 @@ from data_collator import (
     splitmix64,
     window_keys,
 )
+from t5kit.data import packing
 from t5kit.errors import UsageError
 
 logger = logging.getLogger(__name__)
 PREFIX_LM = "S"
+PACKING_WINDOWS_PER_ROW = 8  # --packing's default window: its inputs fit an eighth of a row under every denoiser
 MAX_WINDOW_FACTOR = 64  # the window-length search stops at 64 x input_length (corruption rates up to ~98 %)
 
 
@@ -91,6 +93,32 @@ def mixture_lengths(input_length, denoisers):
         if denoiser["paradigm"] != PREFIX_LM:
             check_kept_spans(length, denoiser["noise_density"], denoiser["mean_noise_span_length"], describe(denoiser))
     return length, max(denoiser_lengths(length, d)[1] for d in denoisers)
+
+
+def mean_lengths(length, denoisers):
+    """(inputs, targets): the mixture's expected lengths of a window of `length` ids, paradigm token and EOS
+    included (an S split's prefix is uniform in prefix_bounds)."""
+    inputs = targets = 0.0
+    for denoiser in denoisers:
+        if denoiser["paradigm"] == PREFIX_LM:
+            prefix = sum(prefix_bounds(length, denoiser["noise_density"])) / 2
+            lengths = (prefix + 1 + int(denoiser["mode_token"] is not None), length - prefix + 1)
+        else:
+            lengths = denoiser_lengths(length, denoiser)
+        inputs, targets = inputs + denoiser["proportion"] * lengths[0], targets + denoiser["proportion"] * lengths[1]
+    return inputs, targets
+
+
+def packed_lengths(input_length, denoisers, window_input_length=None):
+    """(window_input_length, tokens_length, window_target_length, target_length) of --packing: windows whose inputs
+    fit window_input_length (default an eighth of the row) under every denoiser, the longest targets they give, and
+    the rows' target length: the row's inputs times the mixture's mean target/input ratio, so that inputs and
+    targets fill up together (at least the longest targets, so that every window fits a row)."""
+    window_input_length = window_input_length or input_length // PACKING_WINDOWS_PER_ROW
+    tokens_length, window_target_length = mixture_lengths(window_input_length, denoisers)
+    mean_inputs, mean_targets = mean_lengths(tokens_length, denoisers)
+    target_length = packing.matched_target_length(input_length, mean_inputs, mean_targets, window_target_length)
+    return window_input_length, tokens_length, window_target_length, target_length
 
 
 def mode_tokens(denoisers):
@@ -158,6 +186,24 @@ class DataCollatorForUL2:
         """(B,) the index into `denoisers` each window of (B, tokens_length) ids gets in this epoch."""
         return choose(window_keys(np.asarray(input_ids, dtype=np.int64), self.seed, self.epoch), self.thresholds)
 
+    def example_lengths(self, input_ids, epoch=None):
+        """(input lengths, target lengths), (B,) each: what each window of (B, tokens_length) ids corrupts to in
+        `epoch` (default: the current one), paradigm token and EOS included, without padding. What a packing
+        sampler places rows by, before the windows are corrupted."""
+        input_ids = np.asarray(input_ids, dtype=np.int64)
+        keys = window_keys(input_ids, self.seed, self.epoch if epoch is None else int(epoch))
+        chosen = choose(keys, self.thresholds)
+        inputs, targets = np.zeros(len(keys), np.int64), np.zeros(len(keys), np.int64)
+        for index, denoiser in enumerate(self.denoisers):
+            rows = np.flatnonzero(chosen == index)
+            mode = int(self.mode_ids[index] is not None)
+            if denoiser["paradigm"] == PREFIX_LM:
+                prefix = self._prefix_lengths(keys[rows], denoiser)
+                inputs[rows], targets[rows] = prefix + 1 + mode, self.tokens_length - prefix + 1
+            else:
+                inputs[rows], targets[rows] = denoiser_lengths(self.tokens_length, denoiser)
+        return inputs, targets
+
     def __call__(self, features):
         input_ids = self._stack(features)  # (B, tokens_length)
         keys = window_keys(input_ids, self.seed, self.epoch)  # (B,)
@@ -206,10 +252,7 @@ class DataCollatorForUL2:
         """Padded inputs (mode token, prefix, EOS), their lengths, padded labels (rest of the window, EOS). The
         prefix length is uniform in prefix_bounds, drawn from counter 1 of each window's key."""
         length = self.tokens_length
-        fewest, most = prefix_bounds(length, denoiser["noise_density"])
-        with np.errstate(over="ignore"):
-            bits = splitmix64(keys + _GOLDEN)
-        prefix = fewest + (bits % np.uint64(most - fewest + 1)).astype(np.int64)  # (n,)
+        prefix = self._prefix_lengths(keys, denoiser)  # (n,)
         rows = np.arange(len(input_ids))[:, None]
         offset = int(mode_id is not None)
         position = np.arange(self.input_length)[None, :] - offset  # (1, input_length): index into the window
@@ -221,6 +264,13 @@ class DataCollatorForUL2:
         decoder = np.where(position < length, input_ids[rows, np.minimum(position, length - 1)],
                            np.where(position == length, self.eos_id, LABEL_PAD_ID))
         return encoder, prefix + 1 + offset, decoder
+
+    def _prefix_lengths(self, keys, denoiser):
+        """(n,) prefix lengths of an S split, uniform in prefix_bounds, from counter 1 of each window's key."""
+        fewest, most = prefix_bounds(self.tokens_length, denoiser["noise_density"])
+        with np.errstate(over="ignore"):
+            bits = splitmix64(keys + _GOLDEN)
+        return fewest + (bits % np.uint64(most - fewest + 1)).astype(np.int64)
 
     def _stack(self, features):
         """(B, tokens_length) int64, or a ValueError naming the expected window length."""

@@ -75,8 +75,9 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> M
                           "instruction_templates": record.get("instruction_templates", "none"),
                           "eval_tasks": [t["name"] for t in tasks if t.get("held_out")]}})
     data_rows = [(key, stats["rows"], stats["used"], stats["malformed"], stats["truncated_inputs"])
-                 for key, stats in summary["data"].items()]
-    examples_seen = trainer.state.global_step * record["derived"]["global_batch_size"]
+                 for key, stats in summary["data"].items() if "rows" in stats]  # not the training batches' padding
+    per_step = summary.get("train_examples_per_step", record["derived"]["global_batch_size"])  # packed: measured
+    examples_seen = round(trainer.state.global_step * per_step)
     first = eval_splits[0] if eval_splits else None
     example = first.inputs[0] if first else f"{tasks[0]['prefix']} ..."
     max_new_tokens = first.max_target_length if first else record.get("max_target_length") or 128

@@ -45,7 +45,8 @@ def build_card(run, summary, model, tokenizer, trainer) -> ModelCard:
         eval_results=results or None, **{CARD_SECTION: {"script": run.script, "tasks": [],
                                                         "max_source_length": record["input_length"]}})
     data_rows = [("training data", corpus), ("validation data", validation)]
-    data_rows += [(name.replace("_", " "), f"{value:,}" if isinstance(value, int) else value)
+    data_rows += [(name.replace("_", " "), f"{value:,}" if isinstance(value, int) else
+                   f"{value:.4g}" if isinstance(value, float) else value)  # floats: the padding shares
                   for name, value in data.items() if value is not None]
     hyperparameters, training_results = hf_training_sections(trainer)
     where = model_location(record)
@@ -97,5 +98,7 @@ def objective_settings(record, derived, shapes) -> str:
             for d in record["denoisers"]]
     anchor = ("UL2 (Tay et al. 2022): a mixture of denoisers, one per window" if record["objective"] == "ul2"
               else "Prefix-LM (T5's prefix_lm): each window split at a uniform point")
-    return (f"{anchor}, windows of {derived['tokens_length']} tokens padded to fixed shapes ({shapes}).\n\n"
+    fitted = ("packed several to a row with segment ids (`--packing`; rows of " + shapes + ")" if record.get(
+        "packing") else f"padded to fixed shapes ({shapes})")
+    return (f"{anchor}, windows of {derived['tokens_length']} tokens {fitted}.\n\n"
             + markdown_table(("paradigm", "noise density", "mean span", "proportion", "mode token"), rows))

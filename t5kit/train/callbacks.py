@@ -4,7 +4,7 @@
 - WandbConfigCallback: the run record (config.yaml's flags and derived values) into the W&B run config;
 - EvalLogCallback: one JSON line per evaluation in OUTPUT_DIR/eval_log.jsonl, as it happens (sweep.py reads it
   while a trial trains, so an early-terminating sweep can stop a poor trial after a few evaluations);
-- CollatorEpochCallback (pre-training): new span-corruption masks each epoch;
+- CollatorEpochCallback: new span-corruption masks each epoch (pre-training), and the packing sampler's epoch;
 - RunLogCallback: every log line the Trainer prints (loss, lr, tokens/s, evaluations) into out.log too.
 """
 import json
@@ -92,13 +92,16 @@ class EvalLogCallback(TrainerCallback):
 
 
 class CollatorEpochCallback(TrainerCallback):
-    """New noise masks each epoch; state.epoch is restored on resume, so a resumed run draws the same ones."""
+    """New noise masks each epoch; state.epoch is restored on resume, so a resumed run draws the same ones. Any
+    other object with set_epoch given (--packing's batch sampler) follows the same epoch: accelerate does not reach
+    a batch sampler wrapped twice (sharded, then skipping a resumed run's batches)."""
 
-    def __init__(self, collator):
-        self.collator = collator
+    def __init__(self, *collators):
+        self.collators = collators
 
     def on_epoch_begin(self, args, state, control, **kwargs):
-        self.collator.set_epoch(math.floor(state.epoch + 1e-6))  # state.epoch is a float progress counter
+        for collator in self.collators:
+            collator.set_epoch(math.floor(state.epoch + 1e-6))  # state.epoch is a float progress counter
 
 
 class RunLogCallback(TrainerCallback):

@@ -29,7 +29,8 @@ PRIVATE_HOOKS = {
 # Public methods we override that take a private parameter (their callers inside Trainer pass it).
 PRIVATE_PARAMETERS = {"save_model": ("output_dir", "_internal_call")}  # checkpointing: FSDP's final full save
 PRIVATE_CALLS = {"_prepare_inputs": ("inputs",),  # task_trainer: rank scoring moves its batch to the device
-                 "_save": ("output_dir", "state_dict")}  # checkpointing: FSDP2's final model, gathered
+                 "_save": ("output_dir", "state_dict"),  # checkpointing: FSDP2's final model, gathered
+                 "_remove_unused_columns": ("dataset", "description")}  # packed_loader: --packing's loader
 ADAFACTOR_PRIVATE = {"_approx_sq_grad": ("exp_avg_sq_row", "exp_avg_sq_col")}  # optim/grouped_adafactor.py
 
 # Inclusive ranges the test suite passed on. requirements.txt pins transformers' upper bound to the last one.

@@ -24,6 +24,9 @@ from t5kit.model.inference import score_label_words
 from t5kit.optim import selection
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
+from t5kit.train.packed_loader import PackedLoaderMixin
+from t5kit.train.padding_report import PaddingReportMixin
+from t5kit.train.packed_batches import PackedBatchMixin, refuse_packed
 from t5kit.train.z_loss import ZLossMixin
 
 AVERAGE_KEY = "average"
@@ -98,8 +101,9 @@ class TaskCollator(DataCollatorForSeq2Seq):
         return batch
 
 
-# atomic checkpoints, --nan_policy, --z_loss
-class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, Seq2SeqTrainer):
+# atomic checkpoints, --nan_policy, --z_loss, padding in the logs, --packing's loader (`packed_batches=`) and segment masks
+class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, PaddingReportMixin, PackedLoaderMixin,
+                  PackedBatchMixin, Seq2SeqTrainer):
     get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)  # stacked Adafactor, AdamWScale
 
     def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
@@ -158,6 +162,7 @@ class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, Seq2SeqT
         split = self.current_split
         if prediction_loss_only or split is None or not uses_rank_scoring(self.label_scoring, split.task_vals):
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys, **gen_kwargs)
+        refuse_packed(inputs, "--label_scoring rank")
         inputs = self._prepare_inputs(inputs)
         model = self.accelerator.unwrap_model(model)
         with torch.no_grad():

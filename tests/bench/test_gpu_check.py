@@ -52,6 +52,16 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertTrue(all(a["all_finite"] for a in bf16["figures"]["arms"].values()), bf16)
         self.assertTrue(bf16["figures"]["arms"]["fp32"]["within_tolerance"])  # fp32 against itself: gap 0
 
+    def test_packing_reports_padding_and_real_tokens_of_both_arms(self):
+        section = self.report["sections"]["ul2_packing"]
+        if section["status"] != "ok":  # a slow machine may stop the later sections (module doc)
+            self.assertEqual(section["status"], "stopped", section)
+            return
+        padded, packed = section["figures"]["packing_false"], section["figures"]["packing_true"]
+        self.assertLess(packed["encoder_padding"], padded["encoder_padding"])
+        self.assertGreater(packed["examples_per_step"], padded["examples_per_step"])
+        self.assertGreater(section["figures"]["packed_over_padded"], 0)
+
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
         for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex", "throughput_eager_t5_flex", "quality"):
             self.assertIn("--tiny", self.report["sections"][name]["note"])

@@ -1,0 +1,333 @@
+"""Spec of packing (t5kit/data/packing.py, packed_batches.py): first-fit placement that never splits an example and
+respects both row lengths, rows that round-trip to their examples through the segment ids, decoder inputs that
+restart at every example, positions, padding fractions, and the batch sampler: a fixed number of batches per epoch,
+keyed by (seed, epoch), shardable and skippable as accelerate does."""
+import copy
+
+import numpy as np
+import torch
+from absl.testing import absltest, parameterized
+from accelerate.data_loader import BatchSamplerShard, SkipBatchSampler
+
+import constants
+from t5kit.config.pretrain_arguments import check_denoisers
+from t5kit.data import packed_batches, packing, ul2
+from t5kit.model import building
+from tests.helpers import in_memory_t5_tokenizer, random_examples, random_word_ids
+
+PAD, START = 0, 0
+
+
+def lengths_of(examples):
+    return (np.array([len(i) for i, _ in examples]), np.array([len(t) for _, t in examples]))
+
+
+class AssignRowsTest(parameterized.TestCase):
+
+    def test_the_row_left_most_balanced(self):
+        """(4, 1) opens row 0; a second (4, 1) would leave row 0 with no inputs and 6 targets free, so it goes to row
+        1; each (1, 6) then balances a row. First-fit puts both (4, 1) in row 0 and has no row left for the second
+        (1, 6)."""
+        placement = packing.assign_rows([4, 4, 1, 1], [1, 1, 6, 6], (8, 8), rows_per_batch=2, balance=(8, 8))
+        self.assertEqual(placement.batch.tolist(), [0, 0, 0, 0])
+        self.assertEqual(placement.row.tolist(), [0, 1, 0, 1])
+        self.assertEqual((placement.num_batches, placement.exhausted), (1, True))
+        first_fit = packing.assign_rows([4, 4, 1, 1], [1, 1, 6, 6], (8, 8), rows_per_batch=2)
+        self.assertEqual(first_fit.batch.tolist(), [0, 0, 0, 1])
+        self.assertEqual(first_fit.row.tolist(), [0, 0, 1, 0])
+
+    def test_lookahead_lets_later_examples_fill_the_gaps(self):
+        """One row of 8: without lookahead the second 5 closes the first batch; with one, it waits for the next
+        batch while the 3 after it fills the gap, and the second 3 closes the batch."""
+        plain = packing.assign_rows([5, 5, 3, 3], [1] * 4, (8, 8), 1)
+        self.assertEqual(plain.batch.tolist(), [0, 1, 1, 2])
+        waiting = packing.assign_rows([5, 5, 3, 3], [1] * 4, (8, 8), 1, lookahead=1)
+        self.assertEqual(waiting.batch.tolist(), [0, 1, 0, 1])
+        self.assertEqual([b.tolist() for b in waiting.batches()], [[0, 2], [1, 3]])  # placement order
+
+    def test_targets_bind_as_well_as_inputs(self):
+        placement = packing.assign_rows([1, 1, 1], [5, 5, 3], (8, 8), rows_per_batch=1)
+        self.assertEqual(placement.batch.tolist(), [0, 1, 1])
+
+    @parameterized.parameters((1, 0), (3, 0), (8, 0), (8, 16))
+    def test_every_example_once_within_both_lengths(self, rows_per_batch, lookahead):
+        inputs, targets = lengths_of(random_examples(500, seed=rows_per_batch))
+        placement = packing.assign_rows(inputs, targets, (64, 16), rows_per_batch, lookahead)
+        self.assertTrue(np.all(placement.batch >= 0))
+        self.assertEqual(sorted(placement.order.tolist()), list(range(500)))
+        self.assertTrue(np.all(np.diff(placement.batch[placement.order]) >= 0))
+        # at most lookahead + 1 examples wait at any time, so the k-th placed example is at most that far ahead
+        self.assertLessEqual(np.max(placement.order - np.arange(500)), lookahead + 1)
+        cells = placement.batch * rows_per_batch + placement.row
+        self.assertLessEqual(np.bincount(cells, weights=inputs).max(), 64)
+        self.assertLessEqual(np.bincount(cells, weights=targets).max(), 16)
+        self.assertEqual(placement.num_batches, placement.batch.max() + 1)
+
+    def test_deterministic(self):
+        inputs, targets = lengths_of(random_examples(300))
+        first = packing.assign_rows(inputs, targets, (64, 16), 4)
+        second = packing.assign_rows(inputs.tolist(), targets.tolist(), (64, 16), 4)
+        np.testing.assert_array_equal(first.batch, second.batch)
+        np.testing.assert_array_equal(first.row, second.row)
+
+    def test_rows_balance_and_lookahead_pad_less_than_next_fit(self):
+        """Next-fit is first-fit with one row per batch and no lookahead; lookahead, then balance with it, pad less
+        (balance without lookahead spreads examples over the rows and pads more: it is used with lookahead)."""
+        inputs, targets = lengths_of(random_examples(4000))
+        balance = packing.balance_shape(64, inputs.mean(), targets.mean())
+        row_shape = (64, packing.matched_target_length(64, inputs.mean(), targets.mean(), targets.max()))
+        la = packing.LOOKAHEAD
+        slots = {(b, la, bal is not None): packing.assign_rows(inputs, targets, row_shape, b, la,
+                                                               balance=bal).num_batches * b
+                 for b, la, bal in ((1, 0, None), (8, 0, None), (8, la, None), (8, la, balance))}
+        self.assertLess(slots[8, 0, False], 0.95 * slots[1, 0, False])
+        self.assertLess(slots[8, la, False], slots[8, 0, False])
+        self.assertLess(slots[8, la, True], slots[8, la, False])
+
+    def test_max_batches_leaves_the_rest_out(self):
+        placement = packing.assign_rows([5, 4, 3, 2, 5, 7], [1] * 6, (8, 8), rows_per_batch=2, max_batches=1)
+        self.assertEqual(placement.batch.tolist(), [0, 0, 0, 0, -1, -1])
+        self.assertEqual((placement.num_batches, placement.exhausted), (1, False))
+
+    def test_an_example_longer_than_a_row_is_refused_not_split(self):
+        with self.assertRaisesRegex(ValueError, "example 1 has 3 input and 9 target ids, more than a packed row's "
+                                                "8 and 8: truncate"):
+            packing.assign_rows([2, 3], [2, 9], (8, 8), 2)
+
+    def test_matched_target_length(self):
+        self.assertEqual(packing.matched_target_length(512, 100.0, 25.0, 40), 128)
+        self.assertEqual(packing.matched_target_length(512, 100.0, 1.0, 40), 40)  # every example must fit
+
+
+class PackRowsTest(parameterized.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        examples = random_examples(60, seed=7)
+        first = packing.assign_rows(*lengths_of(examples), (64, 24), 4, 16).batches()[0]  # they fit 4 rows
+        self.examples = [examples[i] for i in first]
+        self.batch = packing.pack_examples(self.examples, 4, (64, 24), PAD, START)
+
+    def test_round_trip_through_segment_ids(self):
+        placement = packing.assign_rows(*lengths_of(self.examples), (64, 24), 4)
+        rows = packing.unpack_rows(self.batch)
+        for row in range(4):
+            expected = [self.examples[i] for i in np.flatnonzero(placement.row == row)]
+            self.assertLen(rows[row], len(expected))
+            for (inputs, targets), (want_inputs, want_targets) in zip(rows[row], expected):
+                np.testing.assert_array_equal(inputs, want_inputs)
+                np.testing.assert_array_equal(targets, want_targets)
+        self.assertEqual(packing.examples_in(self.batch), len(self.examples))
+        self.assertGreater(len(self.examples), 4)  # several examples share rows
+
+    def test_shapes_and_padding_values(self):
+        batch = self.batch
+        for key in ("input_ids", "attention_mask", "encoder_segment_ids", "encoder_positions"):
+            self.assertEqual(batch[key].shape, (4, 64), key)
+        for key in ("labels", "decoder_input_ids", "decoder_segment_ids", "decoder_positions"):
+            self.assertEqual(batch[key].shape, (4, 24), key)
+        padding, target_padding = batch["encoder_segment_ids"] == 0, batch["decoder_segment_ids"] == 0
+        np.testing.assert_array_equal(batch["attention_mask"], (~padding).astype(np.int64))
+        self.assertTrue(np.all(batch["input_ids"][padding] == PAD))
+        self.assertTrue(np.all(batch["labels"][target_padding] == -100))
+        self.assertTrue(np.all(batch["decoder_input_ids"][target_padding] == PAD))
+        self.assertTrue(np.all(batch["encoder_positions"][padding] == 0))
+        self.assertTrue(np.all(batch["decoder_positions"][target_padding] == 0))
+
+    def test_decoder_restarts_and_positions_count_within_each_example(self):
+        batch = self.batch
+        for row in range(4):
+            for key, positions_key in (("encoder_segment_ids", "encoder_positions"),
+                                       ("decoder_segment_ids", "decoder_positions")):
+                segments = batch[key][row]
+                for k in range(1, segments.max() + 1):
+                    np.testing.assert_array_equal(batch[positions_key][row][segments == k],
+                                                  np.arange((segments == k).sum()))
+            segments = batch["decoder_segment_ids"][row]
+            for k in range(1, segments.max() + 1):
+                labels, decoder_inputs = batch["labels"][row][segments == k], batch["decoder_input_ids"][row][
+                    segments == k]
+                self.assertEqual(decoder_inputs[0], START)
+                np.testing.assert_array_equal(decoder_inputs[1:], labels[:-1])
+        # segments are numbered 1, 2, ... in slot order, the same in encoder and decoder
+        for row in range(4):
+            encoder, decoder = batch["encoder_segment_ids"][row], batch["decoder_segment_ids"][row]
+            self.assertEqual(encoder[encoder > 0].tolist(), sorted(encoder[encoder > 0].tolist()))
+            self.assertEqual(sorted(set(encoder[encoder > 0])), sorted(set(decoder[decoder > 0])))
+
+    def test_a_batch_its_rows_cannot_hold_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "need 2 batches of 1 rows"):
+            packing.pack_examples([([5] * 6, [1]), ([5] * 6, [1])], 1, (8, 8), PAD, START)
+
+    def test_padding_fractions(self):
+        batch = packing.pack_rows([([2, 3, 1], [4, 1]), ([5, 1], [1])], [0, 1], 2, (4, 4), PAD, START)
+        self.assertEqual(packing.padding_fractions(batch), (1 - 5 / 8, 1 - 3 / 8))
+        unpacked = {"input_ids": np.ones((2, 4)), "labels": np.array([[1, 2, -100, -100], [1, 2, 3, 4]])}
+        self.assertEqual(packing.padding_fractions(unpacked), (0.0, 0.25))  # no attention_mask: no input padding
+        self.assertEqual(packing.examples_in(unpacked), 2)
+
+
+def features_of(examples):
+    return [{"input_ids": inputs.tolist(), "labels": targets.tolist()} for inputs, targets in examples]
+
+
+class PackedBatchSamplerTest(parameterized.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.examples = random_examples(300, seed=3)
+        lengths = lengths_of(self.examples)
+        self.sampler = packed_batches.PackedBatchSampler(lambda epoch: lengths, (64, 24), 4, seed=5)
+
+    def test_every_epoch_has_the_same_number_of_batches_and_each_fits(self):
+        sizes = set()
+        for epoch in range(4):
+            self.sampler.set_epoch(epoch)
+            batches = list(self.sampler)
+            self.assertLen(batches, len(self.sampler))
+            for indices in batches:
+                packing.pack_examples([self.examples[i] for i in indices], 4, (64, 24), PAD, START)  # fits 4 rows
+            sizes.add(sum(len(indices) for indices in batches))
+        self.assertGreater(len(sizes), 1)  # examples per epoch vary: the batch count is what is fixed
+
+    def test_keyed_by_seed_and_epoch(self):
+        lengths = lengths_of(self.examples)
+        twin = packed_batches.PackedBatchSampler(lambda epoch: lengths, (64, 24), 4, seed=5)
+        self.assertEqual(self.sampler.batches(2), twin.batches(2))
+        self.assertNotEqual(self.sampler.batches(1), self.sampler.batches(2))
+        other_seed = packed_batches.PackedBatchSampler(lambda epoch: lengths, (64, 24), 4, seed=6)
+        self.assertNotEqual(self.sampler.batches(1), other_seed.batches(1))
+
+    def test_the_first_epoch_holds_every_example(self):
+        seen = np.concatenate(self.sampler.batches(0))
+        self.assertContainsSubset(set(range(300)), set(seen.tolist()))
+
+    def test_accelerate_sharding_and_skipping(self):
+        """Two processes take alternate batches (BatchSamplerShard); a resumed run skips the first ones
+        (SkipBatchSampler): both see exactly the batches of the plain sampler."""
+        self.sampler.set_epoch(1)
+        batches = list(self.sampler)
+        shards = [list(BatchSamplerShard(self.sampler, num_processes=2, process_index=i)) for i in range(2)]
+        self.assertEqual(shards[0][:len(batches[0::2])], batches[0::2])
+        self.assertEqual(shards[1][:len(batches[1::2])], batches[1::2])
+        self.assertEqual(list(SkipBatchSampler(self.sampler, skip_batches=3)), batches[3:])
+
+    def test_data_loader_gives_fixed_shapes(self):
+        collator = packed_batches.PackingCollator(packed_batches.examples_of_task_features, 4, (64, 24), PAD, START)
+        loader = torch.utils.data.DataLoader(features_of(self.examples), batch_sampler=self.sampler,
+                                             collate_fn=collator)
+        for indices, batch in zip(self.sampler, loader):
+            self.assertEqual(tuple(batch["input_ids"].shape), (4, 64))
+            self.assertEqual(tuple(batch["labels"].shape), (4, 24))
+            self.assertEqual(batch["input_ids"].dtype, torch.int64)
+            self.assertEqual(packing.examples_in(batch), len(indices))
+
+    def test_expected_padding_of_the_first_epoch(self):
+        encoder, decoder = self.sampler.expected_padding()
+        inputs, targets = lengths_of(self.examples)
+        placed = np.concatenate(self.sampler.batches(0))
+        slots = len(self.sampler) * 4
+        self.assertAlmostEqual(encoder, 1 - inputs[placed].sum() / (slots * 64))
+        self.assertAlmostEqual(decoder, 1 - targets[placed].sum() / (slots * 24))
+
+    def test_packed_task_examples_match_the_row_to_the_targets(self):
+        """Row targets: 64 inputs x the mean target/input ratio, at least --max_target_length."""
+        inputs, targets = lengths_of(self.examples)
+        sampler, collator = packed_batches.packed_task_examples(features_dataset(self.examples), 64, 4, 4, 5, PAD,
+                                                                START)
+        self.assertEqual(sampler.row_shape, (64, int(np.ceil(64 * targets.mean() / inputs.mean()))))
+        self.assertEqual(collator.row_shape, sampler.row_shape)
+
+
+def features_dataset(examples):
+    import datasets
+
+    return datasets.Dataset.from_dict({"input_ids": [i.tolist() for i, _ in examples],
+                                       "labels": [t.tolist() for _, t in examples]})
+
+
+def ul2_tokenizer():
+    tokenizer = copy.deepcopy(in_memory_t5_tokenizer())  # the helper's is cached, and adding tokens changes it
+    building.add_mode_tokens(tokenizer, ul2.mode_tokens(UL2_DENOISERS))
+    return tokenizer
+
+
+UL2_DENOISERS = check_denoisers(constants.UL2_DENOISERS, "ul2")
+PREFIX_LM_DENOISERS = check_denoisers(constants.PREFIX_LM_DENOISERS, "prefix_lm")
+
+
+def windows_dataset(tokens_length, count, seed=0):
+    import datasets
+
+    ids = random_word_ids(tokens_length * count, seed=seed).reshape(count, tokens_length)
+    return datasets.Dataset.from_dict({"input_ids": ids.tolist()})
+
+
+class PackedUL2Test(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = ul2_tokenizer()
+
+    def collator(self, denoisers=UL2_DENOISERS, input_length=32, seed=1):
+        return ul2.DataCollatorForUL2(self.tokenizer, denoisers, input_length=input_length, seed=seed,
+                                      return_tensors="np")
+
+    @parameterized.named_parameters(("ul2", UL2_DENOISERS), ("prefix_lm", PREFIX_LM_DENOISERS))
+    def test_example_lengths_are_what_the_collator_gives(self, denoisers):
+        collator = self.collator(denoisers)
+        windows = windows_dataset(collator.tokens_length, 200)["input_ids"]
+        for epoch in (0, 3):
+            inputs, targets = collator.example_lengths(windows, epoch)
+            collator.set_epoch(epoch)
+            batch = collator([{"input_ids": window} for window in windows])
+            np.testing.assert_array_equal(inputs, batch["attention_mask"].sum(axis=1))
+            np.testing.assert_array_equal(targets, (batch["labels"] != -100).sum(axis=1))
+
+    def test_packed_rows_hold_the_unpacked_windows(self):
+        """Each packed batch holds the sampler's windows, corrupted exactly as the unpacked collator corrupts them
+        in that epoch, in placement order."""
+        collator = self.collator()
+        dataset = windows_dataset(collator.tokens_length, 120)
+        sampler, packer = packed_batches.packed_windows(dataset, collator, (128, 48), 4, seed=2)
+        unpadded = packed_batches.UnpaddedExamples(collator)
+        for epoch in (0, 1):
+            sampler.set_epoch(epoch)
+            collator.set_epoch(epoch)
+            indices = next(iter(sampler))
+            features = [dataset[i] for i in indices]
+            rows = packing.unpack_rows(packer(features))
+            packed = [example for row in rows for example in row]
+            expected = unpadded(features)
+            self.assertLen(packed, len(indices))
+            placement = packing.assign_rows(*lengths_of(expected), (128, 48), 4, balance=packer.balance)
+            order = np.lexsort((np.arange(len(expected)), placement.row))  # row by row, in placement order
+            for (inputs, targets), index in zip(packed, order):
+                np.testing.assert_array_equal(inputs, expected[index][0])
+                np.testing.assert_array_equal(targets, expected[index][1])
+
+    @parameterized.named_parameters(
+        # UL2: windows of 63 (as unpacked at --input_length 64), targets 512 x 23.5 / 48.1 (mean targets / inputs)
+        ("ul2", UL2_DENOISERS, (64, 63, 44, 251)),
+        ("prefix_lm", PREFIX_LM_DENOISERS, (64, 64, 64, 512)))  # inputs and targets 33 on average
+    def test_packed_lengths_at_512(self, denoisers, expected):
+        self.assertEqual(ul2.packed_lengths(512, denoisers), expected)
+
+    @parameterized.named_parameters(("ul2", UL2_DENOISERS, 0.065), ("prefix_lm", PREFIX_LM_DENOISERS, 0.05))
+    def test_default_packing_padding_at_512(self, denoisers, bound):
+        """What docs/objectives.md states for batches of 8 rows: prefix-LM <= 5 % padding of input and of target
+        slots (the issue's target), UL2 <= 6.5 % (its windows all keep at least half their ids as inputs: a row's
+        last gap is rarely filled)."""
+        window_inputs, tokens_length, window_targets, target_length = ul2.packed_lengths(512, denoisers)
+        collator = ul2.DataCollatorForUL2(self.tokenizer, denoisers, input_length=window_inputs, seed=0,
+                                          tokens_length=tokens_length)
+        sampler, _ = packed_batches.packed_windows(windows_dataset(tokens_length, 10000), collator,
+                                                   (512, target_length), 8, seed=0)
+        encoder, decoder = sampler.expected_padding()
+        self.assertLessEqual(encoder, bound)
+        self.assertLessEqual(decoder, bound)
+
+
+if __name__ == "__main__":
+    absltest.main()
