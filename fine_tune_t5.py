@@ -24,7 +24,7 @@ from t5kit.config import parsing
 from t5kit.config.programs import FINETUNE_FLAG_CLASSES
 from t5kit.data import packed_batches, task_splits
 from t5kit.data.task_mixture import build_train_dataset
-from t5kit.model import building, lora
+from t5kit.model import building, lora, packed_attention
 from t5kit.optim import param_groups
 from t5kit.outputs import (finetuning_card, hub_upload, log_setup, model_card, out_log, run_folder, run_lock,
                            run_record, run_start)
@@ -78,6 +78,8 @@ def main(argv=None):
         model = lora.apply_lora(model, training_args.lora_r, training_args.lora_alpha, training_args.lora_dropout,
                                 training_args.lora_target_modules)
     resume.check_checkpoint_fits(resume_point.checkpoint, model)
+    if training_args.packing:  # the segment masks need T5's attention (eager, sdpa, t5_flex): LongT5 cannot take them
+        packed_attention.check_packable(model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
     # 6. Data: rows -> "prefix field: value ..." -> ids; unknown labels, missing columns, empty splits refused.

@@ -16,7 +16,7 @@ from t5kit import cli
 from t5kit.config import parsing, pretrain_arguments
 from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus, packed_batches, ul2
-from t5kit.model import building, word_vectors
+from t5kit.model import building, packed_attention, word_vectors
 from t5kit.optim import param_groups
 from t5kit.outputs import (hub_upload, log_setup, model_card, out_log, pretraining_card, run_folder, run_lock,
                            run_record, run_start)
@@ -77,6 +77,8 @@ def main(argv=None):
     # 5. Tokenizer, model
     tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu, ul2.mode_tokens(denoisers))
     resume.check_checkpoint_fits(resume_point.checkpoint, model)
+    if training_args.packing:  # the segment masks need T5's attention (eager, sdpa, t5_flex): LongT5 cannot take them
+        packed_attention.check_packable(model)
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
     derived = run_record.derived_values(training_args, span_args.input_length + target_length,
                                         building.count_parameters(model), model.config.dropout_rate,

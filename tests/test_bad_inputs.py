@@ -15,7 +15,8 @@ from absl.testing import absltest, parameterized
 
 from t5kit import cli
 from t5kit.outputs import run_lock
-from tests.helpers import REPO, entry_main, predict_flags, require, save_tiny_t5, snapshot, tiny_flags, tiny_run_flags
+from tests.helpers import (REPO, entry_main, predict_flags, require, save_tiny_family_model, save_tiny_t5, snapshot, tiny_flags,
+                           tiny_run_flags)
 
 
 def write(path, text):
@@ -192,6 +193,9 @@ CASES = {
                                 "--packing true with --objective span_corruption: span corruption is already exact"),
     "packing_streamed": ("pre_train_t5", lambda w: pretrain(w, objective="ul2", packing=True, streaming=True),
                          "--packing true with --streaming: packing places a whole epoch's windows"),
+    "packing_longt5": ("pre_train_t5", lambda w: pretrain(w, objective="ul2", packing=True, model_name_or_path=(
+        save_tiny_family_model(w / "longt5", "longt5_local", require("t5_spiece")))),
+        "packed batches need a T5, mT5 or UMT5 model, not longt5"),
     "packing_window_without_packing": ("pre_train_t5", lambda w: pretrain(w, objective="ul2",
                                                                           packing_window_input_length=64),
                                        "--packing_window_input_length applies to --packing true"),

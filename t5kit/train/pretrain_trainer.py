@@ -16,7 +16,7 @@ from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.packed_loader import PackedLoaderMixin
 from t5kit.train.padding_report import PaddingReportMixin
-from t5kit.train.packed_batches import PackedBatchMixin
+from t5kit.train.segment_masks import PackedBatchMixin
 from t5kit.train.stream_resume import StreamResumeMixin
 from t5kit.train.z_loss import ZLossMixin
 
@@ -28,7 +28,7 @@ class PretrainTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, StreamResumeMixi
     """Atomic checkpoints (checkpointing.py; `resume_point=`, resume.py), --nan_policy (nonfinite_guard.py), streams
     that resume where they stopped (stream_resume.py), T5X's --z_loss (z_loss.py), padding in the logs
     (padding_report.py), --packing's loader (`packed_batches=`, packed_loader.py) and its segment masks
-    (train/packed_batches.py), and our optimizers: Adafactor on stacks of same-shaped parameters, nanoT5's AdamWScale
+    (train/segment_masks.py), and our optimizers: Adafactor on stacks of same-shaped parameters, nanoT5's AdamWScale
     (optim/selection.py). Save-and-exit on SIGTERM/SIGUSR1 is a callback the entry script lists (preemption.py)."""
 
     get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)

@@ -26,7 +26,7 @@ from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.packed_loader import PackedLoaderMixin
 from t5kit.train.padding_report import PaddingReportMixin
-from t5kit.train.packed_batches import PackedBatchMixin, refuse_packed
+from t5kit.train.segment_masks import PackedBatchMixin, refuse_packed
 from t5kit.train.z_loss import ZLossMixin
 
 AVERAGE_KEY = "average"

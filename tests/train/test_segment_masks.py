@@ -1,4 +1,4 @@
-"""Packed batches in both trainers (t5kit/train/packed_batches.py): the segment-mask hooks are installed once when a
+"""Packed batches in both trainers (t5kit/train/segment_masks.py): the segment-mask hooks are installed once when a
 trainer is built; a packed batch's training loss, and its evaluation loss by the forward, are those of the same
 examples one per row; evaluation that generates or ranks label words refuses a packed batch."""
 import types
