@@ -1,6 +1,7 @@
 """Exact resume under SIGKILL: one tiny pre-training run is killed at five different moments (mid-save, after the
 manifest but before the rename, right after a commit, mid-step, while loading a checkpoint), each time resumed
 with --resume_from_checkpoint auto, and must end with weights bit-identical to the same run left alone."""
+import json
 import os
 import subprocess
 import sys
@@ -115,6 +116,29 @@ class ResumeAfterKillTest(TinyRunTestCase):
         result = run_child(fine_tune_flags(killed, resume_from_checkpoint="auto"), entry="fine_tune_t5")
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assert_resumed_from(result, "checkpoint-4", "fine-tuning")
+        expected, got = load_file(plain / "model.safetensors"), load_file(killed / "model.safetensors")
+        for name, tensor in expected.items():
+            self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")
+
+    def test_packed_ul2_killed_mid_step_ends_bit_identical(self):
+        """--packing true (UL2 windows packed into rows keyed by seed and epoch): SIGKILLed during step 5, resumed
+        from checkpoint-4, the step-8 weights of the run left alone; 5 paragraphs make epochs of a few batches, so
+        the run crosses epochs (the packed sampler's epoch and skip are restored, not only the weights)."""
+        def packed_flags(out, **extra):
+            return self.flags(out, objective="ul2", packing=True, max_train_samples=5, lr_scheduler_type="constant",
+                              **extra)
+
+        plain = self.dir / "packed_plain"
+        result = run_child(packed_flags(plain))
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        killed = self.dir / "packed_killed"
+        result = run_child(packed_flags(killed), kill_at="mid_step:5")
+        self.assertEqual(result.returncode, -9, result.stderr[-3000:])
+        result = run_child(packed_flags(killed, resume_from_checkpoint="auto"))
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assert_resumed_from(result, "checkpoint-4", "packed")
+        history = json.loads((plain / "metrics.json").read_text())["log_history"]
+        self.assertGreater(min(entry["examples_per_step"] for entry in history if "loss" in entry), 4)
         expected, got = load_file(plain / "model.safetensors"), load_file(killed / "model.safetensors")
         for name, tensor in expected.items():
             self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")
