@@ -224,7 +224,7 @@ def cpu_computes_bf16():
 
 
 def ul2_packing(check):
-    """bench/packing.py's UL2 row: padded vs --packing true (rows of --input_length, windows an eighth of it), the
+    """bench/packing.py's UL2 row: padded vs --packing true (rows of --input_length, windows a tenth of it), the
     padding shares and real (non-padding) tokens/s as each run reports them."""
     if not has_flag("pre_train_t5.py", "--packing"):
         raise SectionSkipped("pre_train_t5.py has no --packing flag in this tree")

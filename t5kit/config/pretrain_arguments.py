@@ -121,9 +121,10 @@ class ObjectiveArguments:
         "choices": ("random", "word_vectors")})
     packing_window_input_length: int = field(default=None, metadata={
         "help": "--packing: the inputs a window may take under any denoiser (paradigm token and EOS included); the "
-                "window length follows from it as from --input_length without packing. Unset: an eighth of "
-                "--input_length (64 at 512: windows of 63 ids for UL2's mixture), so that rows are filled to within "
-                "about 6 per cent; longer windows keep longer contexts and pad more (docs/objectives.md, Packing)."})
+                "window length follows from it as from --input_length without packing. Unset: a tenth of "
+                "--input_length, at least 8 (51 at 512: windows of 50 ids for UL2's mixture), so that under 5 per "
+                "cent of a row is padding; longer windows keep longer contexts and pad more (docs/objectives.md, "
+                "Packing)."})
 
     def __post_init__(self):
         check_choices(self)

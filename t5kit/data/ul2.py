@@ -48,7 +48,7 @@ from t5kit.errors import UsageError
 
 logger = logging.getLogger(__name__)
 PREFIX_LM = "S"
-PACKING_WINDOWS_PER_ROW = 8  # --packing's default window: its inputs fit an eighth of a row under every denoiser
+PACKING_WINDOWS_PER_ROW = 10  # --packing's default window: its inputs fit a tenth of a row under every denoiser
 MAX_WINDOW_FACTOR = 64  # the window-length search stops at 64 x input_length (corruption rates up to ~98 %)
 
 
@@ -111,10 +111,11 @@ def mean_lengths(length, denoisers):
 
 def packed_lengths(input_length, denoisers, window_input_length=None):
     """(window_input_length, tokens_length, window_target_length, target_length) of --packing: windows whose inputs
-    fit window_input_length (default an eighth of the row) under every denoiser, the longest targets they give, and
+    fit window_input_length (default a tenth of the row, at least constants.MIN_INPUT_LENGTH) under every denoiser, the longest targets they give, and
     the rows' target length: the row's inputs times the mixture's mean target/input ratio, so that inputs and
     targets fill up together (at least the longest targets, so that every window fits a row)."""
-    window_input_length = window_input_length or input_length // PACKING_WINDOWS_PER_ROW
+    window_input_length = window_input_length or max(constants.MIN_INPUT_LENGTH,
+                                                     input_length // PACKING_WINDOWS_PER_ROW)
     tokens_length, window_target_length = mixture_lengths(window_input_length, denoisers)
     mean_inputs, mean_targets = mean_lengths(tokens_length, denoisers)
     target_length = packing.matched_target_length(input_length, mean_inputs, mean_targets, window_target_length)
