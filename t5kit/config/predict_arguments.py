@@ -58,7 +58,8 @@ class PredictArguments(TaskInputArguments, ModelSourceArguments):
                 "exported quantized), or int8, int8_float32, bfloat16, float16, auto (the fastest here).",
         "choices": CT2_COMPUTE_TYPES})
     threads: int = field(default=None, metadata={
-        "help": "--backend ctranslate2: CPU threads (unset: CTranslate2's default, the cores it sees)."})
+        "help": "--backend ctranslate2: CPU cores, one single-thread worker each, each translating its own batch "
+                "(unset: the cores this process may use)."})
 
     def __post_init__(self):
         check_choices(self)
