@@ -46,6 +46,7 @@ bench: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/adafactor_step.py
 	$(OFFLINE) $(PY) bench/lora.py
 	$(OFFLINE) $(PY) bench/predict.py
+	$(OFFLINE) $(PY) bench/packing.py
 
 bench-quality: $(VENV)/.installed
 	$(OFFLINE) $(PY) bench/quality.py --task_adaptive

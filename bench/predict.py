@@ -13,9 +13,9 @@ Same process, same model, same examples and the same number of generated tokens 
   order, batches of the same size, fp32 (what a script around generate usually does);
 - bare, length-sorted: the same loop over the examples sorted by token length (what sorting alone gives);
 - ct2 float32 / int8 / bf16: predict_t5.py --backend ctranslate2 (ctranslate2_backend.predict: the same
-  length-sorted batches through a CTranslate2 Translator, intra_threads = torch's threads) on one float32 export of
-  the same model, loaded with each compute type (bf16 only where this device computes it); float32 must give the
-  same texts, int8 and bf16 print their agreement with it.
+  length-sorted batches through a CTranslate2 Translator, as many one-thread workers as torch has threads) on one
+  float32 export of the same model, loaded with each compute type (bf16 only where this device computes it);
+  float32 must give the same texts, int8 and bf16 print their agreement with it.
 A generation-heavy row follows the GLUE rows: English->German on the first --translation_examples sentences of
 newstest2014 (../shared/data/translation), --translation_new_tokens new tokens each, where decoding, not the
 encoder, takes the time.

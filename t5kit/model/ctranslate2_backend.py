@@ -104,8 +104,13 @@ def load_translator(folder, device="cpu", compute_type="default", threads=0):
     if device == "cuda":
         return ctranslate2.Translator(str(folder), device=device, compute_type=compute_type)
     workers = threads or len(os.sched_getaffinity(0))
-    return ctranslate2.Translator(str(folder), device=device, compute_type=compute_type, inter_threads=workers,
-                                  intra_threads=1)
+    torch_threads = torch.get_num_threads()
+    translator = ctranslate2.Translator(str(folder), device=device, compute_type=compute_type, inter_threads=workers,
+                                        intra_threads=1)
+    # Creating it sets the calling thread's OpenMP thread count to intra_threads, which torch shares: without this,
+    # torch (the predictor's tokenizer-side work, a torch model in the same process) would run on one thread.
+    torch.set_num_threads(torch_threads)
+    return translator
 
 
 def predict(translator, tokenizer, input_ids, batch_size, label_words=None, max_new_tokens=None, num_beams=1,

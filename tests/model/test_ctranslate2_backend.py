@@ -78,6 +78,18 @@ class ConverterSeamTest(absltest.TestCase):
     """The converter is a seam (ctranslate2's TransformersConverter reads our saved model with transformers): a
     transformers or ctranslate2 release it cannot read fails here, not in a user's export."""
 
+    def test_loading_a_translator_leaves_torch_threads_as_they_were(self):
+        """CTranslate2 sets the calling thread's OpenMP thread count to its workers' one thread, which torch shares:
+        bench/predict.py's torch arms once ran on one thread after the CTranslate2 arms were loaded."""
+        tmp = Path(self.create_tempdir().full_path)
+        ctranslate2_backend.convert(save_tiny_t5(tmp / "model"), tmp / "out", "float32")
+        before = torch.get_num_threads()
+        self.addCleanup(torch.set_num_threads, before)
+        torch.set_num_threads(2)
+        translator = ctranslate2_backend.load_translator(tmp / "out", threads=2)
+        self.assertEqual(torch.get_num_threads(), 2)
+        self.assertEqual(translator.num_translators, 2)  # two workers of one thread each
+
     def test_converter_reads_a_tiny_saved_model_and_the_translator_scores_it(self):
         tmp = Path(self.create_tempdir().full_path)
         source = save_tiny_t5(tmp / "model")
