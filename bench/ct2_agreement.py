@@ -10,7 +10,6 @@ and its generations are not labels. `make bench-quality` (or `python bench/quali
 leaves fine-tuned SST-2 models under its work folder's finetune/ (each run folder keeps its final model).
 """
 import argparse
-import csv
 import json
 import subprocess
 import sys
@@ -20,7 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.predict import SHARED_DATA  # noqa: E402
+from t5kit.data import predict_inputs  # noqa: E402
 from t5kit.data.task_format import find_task  # noqa: E402
+from t5kit.data.task_sources import label_id  # noqa: E402
 
 
 def predict(model, task, input_file, output_file, backend, compute_type, label_scoring, max_examples):
@@ -37,12 +38,11 @@ def predict(model, task, input_file, output_file, backend, compute_type, label_s
 
 
 def gold_labels(task_vals, input_file, max_examples):
-    """The dev file's first max_examples label words, as the task's format writes targets."""
-    with open(input_file, encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    renamed = {ours: theirs for theirs, ours in (task_vals.get("file_column_map") or {}).items()}
-    column = renamed.get(task_vals["label_column_name"], task_vals["label_column_name"])
-    return [task_vals["labels"][task_vals["file_label_map"][row[column]]] for row in rows[:max_examples]]
+    """The dev file's first max_examples label words, read as predict_t5.py reads the file (an official file with
+    the task's own column names: CoLA's has no header) and mapped as the task's files map labels."""
+    rows, _ = predict_inputs.read_rows(input_file, task_vals)
+    column = task_vals["label_column_name"]
+    return [task_vals["labels"][label_id(task_vals, row[column])] for _, row in rows[:max_examples]]
 
 
 def main(argv=None):

@@ -25,6 +25,15 @@ class GoldLabelsTest(parameterized.TestCase):
         self.assertEqual(gold, [words[row[column]] for row in rows])
         self.assertLen(ct2_agreement.gold_labels(find_task(task), path, 7), 7)
 
+    def test_a_file_without_header_is_read_with_the_task_columns(self):
+        """CoLA's official dev.tsv has no header line: source, label, notes, sentence."""
+        path = require("glue/CoLA/dev.tsv")
+        with open(path, encoding="utf-8", newline="") as handle:
+            rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+        words = {"0": "unacceptable", "1": "acceptable"}
+        self.assertEqual(ct2_agreement.gold_labels(find_task("glue/cola"), path, 100_000),
+                         [words[row[1]] for row in rows])
+
 
 @pytest.mark.slow
 class EveryArmTest(absltest.TestCase):
