@@ -1,5 +1,5 @@
 """What the test modules share (no test module imports another): where the real data lives and how its absence
-is reported, the argv of tiny runs, the entry scripts' main(), folder snapshots, fault injection, tokenizers.
+is reported, the argv of tiny runs, the entry scripts' main(), folder snapshots, fault injection, tokenizers, two-process launches.
 
 The real test data lives in ../shared/data beside the repository (T5_SHARED_DATA overrides it). Where it is
 absent, a test that needs it skips and names the missing path; with T5_REQUIRE_SHARED_DATA=1 (what .ci/run sets)
@@ -8,6 +8,9 @@ it fails instead, so a CI that lost the data cannot pass by skipping.
 import functools
 import importlib
 import os
+import socket
+import subprocess
+import sys
 import unittest
 from pathlib import Path
 from unittest import mock
@@ -269,3 +272,30 @@ def run_sweep(argv):
 def train_tokenizer(argv):
     """train_tokenizer.py's main(argv): the tokenizer folder."""
     return entry_main("train_tokenizer")(argv)
+
+
+# Two-process launches: a Python snippet run as two gloo processes under torchrun with a time limit (a hung
+# rendezvous fails its test instead of the whole CI run).
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port():
+    """A TCP port nothing listens on now (the kernel picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+def torchrun(code, argv, env=None, timeout=480):
+    """Runs `python -c code argv...` as 2 processes under torchrun from the repository root; fails with the lines
+    that name the cause when a process fails or the run outlives `timeout` seconds."""
+    port = free_port()
+    result = subprocess.run([str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", port, "--no-python",
+                             sys.executable, "-c", code, *argv], cwd=REPO,
+                            env=dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT=port, **(env or {})),
+                            capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        errors = [line for line in result.stderr.splitlines() if "Error" in line or "error:" in line]
+        raise AssertionError(f"torchrun failed ({result.returncode}):\n" + "\n".join(errors[-15:])
+                             + f"\n... stderr tail:\n{result.stderr[-2000:]}")
+    return result

@@ -3,9 +3,7 @@ torchrun and accelerate, and DeepSpeed ZeRO-2/ZeRO-3 (which run on CPU under tor
 import json
 import os
 import re
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +11,12 @@ import pytest
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
-from tests.helpers import REPO, fine_tune, pre_train, require, tiny_flags, tiny_run_flags
+from tests.helpers import REPO, VENV_BIN, fine_tune, free_port, pre_train, require, tiny_flags, tiny_run_flags
 
 pytestmark = pytest.mark.launch  # every test runs two processes under torchrun or accelerate
 
-VENV_BIN = Path(sys.executable).parent
 STEPS = 4
 CAUSE_MARKERS = re.compile(r"Error|error:|terminate called|Traceback|Signal \d+|exitcode")
-
-
-def free_port():
-    """A TCP port nothing listens on now (the kernel picks it)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return str(probe.getsockname()[1])
 
 
 def launch(launcher, argv, script="pre_train_t5.py", timeout=480):

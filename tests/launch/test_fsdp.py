@@ -12,9 +12,6 @@ a GPU run takes it: accelerate's fsdp2_prepare_model, sharded checkpoints, resum
 """
 import json
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
@@ -28,9 +25,8 @@ from transformers import AutoModelForSeq2SeqLM
 
 from t5kit.config import launch_checks
 from t5kit.errors import UsageError
-from tests.helpers import REPO, TinyRunTestCase, pre_train, tiny_run_flags
+from tests.helpers import REPO, TinyRunTestCase, free_port, pre_train, tiny_run_flags, torchrun
 
-VENV_BIN = Path(sys.executable).parent
 FSDP_CONFIG = REPO / "configs/accelerate/fsdp.yaml"
 STEPS = 4
 
@@ -68,12 +64,6 @@ os.write(1, f"distributed_type {Accelerator(cpu=True).distributed_type.value}\\n
 """
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return str(probe.getsockname()[1])
-
-
 def accelerate_environment(num_processes=2):
     """What `accelerate launch --config_file configs/accelerate/fsdp.yaml` exports, by accelerate's own code."""
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
@@ -84,19 +74,6 @@ def accelerate_environment(num_processes=2):
     args, _, _ = _validate_launch_command(args)
     return {key: value for key, value in prepare_multi_gpu_env(args).items()
             if key.startswith(("ACCELERATE_", "FSDP_"))}
-
-
-def torchrun(code, argv, env, timeout=480):
-    port = free_port()
-    result = subprocess.run([str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", port, "--no-python",
-                             sys.executable, "-c", code, *argv], cwd=REPO,
-                            env=dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT=port, **env),
-                            capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        errors = [line for line in result.stderr.splitlines() if "Error" in line or "error:" in line]
-        raise AssertionError(f"torchrun failed ({result.returncode}):\n" + "\n".join(errors[-15:])
-                             + f"\n... stderr tail:\n{result.stderr[-2000:]}")
-    return result
 
 
 def losses(output_dir):

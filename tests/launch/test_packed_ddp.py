@@ -2,17 +2,14 @@
 DDP's forward to the stacks' hooks, and the gradients are synchronised: two gloo processes, each with its own packed
 row, end with the gradients of one process that averages the two rows' losses."""
 import os
-import socket
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from absl.testing import absltest
-from torch.nn.parallel import DistributedDataParallel
 from transformers import T5Config, T5ForConditionalGeneration
 
 from t5kit.model import packed_attention
+from tests.helpers import torchrun
 
 pytestmark = pytest.mark.launch
 
@@ -43,29 +40,34 @@ def packed_row(rank):
     return row
 
 
-def train_one_step(rank, world_size, port, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
-    torch.set_num_threads(1)
-    model = packed_attention.install(tiny_t5())
-    wrapped = DistributedDataParallel(model)  # held: its reducer all-reduces the gradients during backward
-    wrapped(**packed_row(rank)).loss.backward()
-    if rank == 0:
-        torch.save({name: p.grad for name, p in model.named_parameters()}, out)
-    dist.destroy_process_group()
+# Each torchrun process: its own packed row through DDP; rank 0 saves the synchronised gradients. torchrun, not
+# mp.spawn: its rendezvous picks up a taken port, and the subprocess has a time limit (an mp.spawn here once hung CI).
+CHILD = """
+import sys
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from t5kit.model import packed_attention
+from tests.helpers import torchrun
+from tests.launch.test_packed_ddp import packed_row, tiny_t5
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+dist.init_process_group("gloo")
+torch.set_num_threads(1)
+rank = dist.get_rank()
+model = packed_attention.install(tiny_t5())
+wrapped = DistributedDataParallel(model)  # held: its reducer all-reduces the gradients during backward
+wrapped(**packed_row(rank)).loss.backward()
+if rank == 0:
+    torch.save({name: p.grad for name, p in model.named_parameters()}, sys.argv[1])
+dist.destroy_process_group()
+"""
 
 
 class PackedDdpTest(absltest.TestCase):
 
     def test_two_processes_give_the_gradients_of_one_averaging_their_rows(self):
         out = os.path.join(self.create_tempdir().full_path, "grads.pt")
-        mp.spawn(train_one_step, args=(2, free_port(), out), nprocs=2)
+        torchrun(CHILD, [out], timeout=300)
         synced = torch.load(out)
         model = packed_attention.install(tiny_t5())
         losses = [model(**packed_row(rank)).loss for rank in (0, 1)]
