@@ -9,15 +9,14 @@ and a collator that packs them into those rows (packing.py's maths).
 A packed batch is B rows of fixed shape holding a variable number of examples, so the usual sampler (a fixed number
 of examples per batch) cannot build it. Each epoch the sampler orders the examples by a keyed permutation of
 (seed, epoch, pass) and places them (packing.assign_rows) into batches of B rows; it yields the example indices of
-each batch in placement order, and the collator recomputes the same rows from the examples it is given (within a
-batch, placement is a pure function of the lengths in that order), so nothing but indices passes between them, as
-with any sampler.
+each batch in placement order, and the collator recovers the same rows from the examples it is given
+(packing.next_fit_rows), so nothing but indices passes between them, as with any sampler.
 
 Fixed number of batches. Trainer sizes an epoch once, from len(dataloader), and accelerate shards a batch sampler by
 position (process i takes batches i, i + n, ...), so every epoch yields exactly `len(sampler)` batches: the number
 the first pass over the examples fills at epoch 0. An epoch whose order packs tighter continues into a second keyed
-pass over the examples (as seqio repeats a dataset) to fill its last batches; one that packs looser leaves its
-last examples for the next epoch's order. Examples are thus seen equally often in expectation, not exactly once
+pass over the examples (as seqio repeats a dataset) to fill its last batches, after every example of the first pass
+is placed; one that packs looser leaves its last examples for the next epoch's order. Examples are thus seen equally often in expectation, not exactly once
 per epoch. Everything is a pure function of (seed, epoch, example lengths), so every process, a resumed run
 (Trainer's skip_first_batches replays the sampler) and any number of loader workers see the same batches.
 """
@@ -38,9 +37,9 @@ class PackedBatchSampler(Sampler):
     target) lengths of every example of the dataset in that epoch (UL2's corrupted lengths change with the epoch;
     fine-tuning's do not)."""
 
-    def __init__(self, lengths_of_epoch, row_shape, rows_per_batch, seed, lookahead=packing.LOOKAHEAD, balance=None):
+    def __init__(self, lengths_of_epoch, row_shape, rows_per_batch, seed, lookahead=packing.LOOKAHEAD):
         self.lengths_of_epoch, self.row_shape, self.rows_per_batch = lengths_of_epoch, tuple(row_shape), rows_per_batch
-        self.lookahead, self.balance = lookahead, balance
+        self.lookahead = lookahead
         self.seed, self.epoch, self._num_batches, self._cached = int(seed), 0, None, None
 
     def set_epoch(self, epoch):
@@ -55,8 +54,7 @@ class PackedBatchSampler(Sampler):
             inputs, targets = self.lengths_of_epoch(0)
             order = self.order(0, 0, len(inputs))
             self._num_batches = packing.assign_rows(inputs[order], targets[order], self.row_shape,
-                                                    self.rows_per_batch, self.lookahead,
-                                                    balance=self.balance).num_batches
+                                                    self.rows_per_batch, self.lookahead).num_batches
         return self._num_batches
 
     def batches(self, epoch):
@@ -74,7 +72,8 @@ class PackedBatchSampler(Sampler):
             orders.append(self.order(epoch, number_of_pass, len(inputs)))
             order = np.concatenate(orders)
             placement = packing.assign_rows(inputs[order], targets[order], self.row_shape, self.rows_per_batch,
-                                            self.lookahead, max_batches=num_batches, balance=self.balance)
+                                            self.lookahead, max_batches=num_batches,
+                                            pass_starts=np.arange(1, len(orders)) * len(inputs))
             if placement.num_batches == num_batches and not placement.exhausted:  # the last batch is full
                 break
         return [order[positions].tolist() for positions in placement.batches()]
@@ -138,11 +137,9 @@ class PackingCollator:
     order) into `rows_per_batch` rows of `row_shape`: packing.pack_examples' arrays, as torch tensors unless
     return_tensors is 'np'."""
 
-    def __init__(self, examples_of, rows_per_batch, row_shape, pad_id, decoder_start_token_id, return_tensors="pt",
-                 balance=None):
+    def __init__(self, examples_of, rows_per_batch, row_shape, pad_id, decoder_start_token_id, return_tensors="pt"):
         self.examples_of, self.rows_per_batch, self.row_shape = examples_of, rows_per_batch, tuple(row_shape)
         self.pad_id, self.decoder_start_token_id, self.return_tensors = pad_id, decoder_start_token_id, return_tensors
-        self.balance = balance  # the sampler's: the same rows
 
     def set_epoch(self, epoch):
         if hasattr(self.examples_of, "set_epoch"):
@@ -150,7 +147,7 @@ class PackingCollator:
 
     def __call__(self, features):
         batch = packing.pack_examples(self.examples_of(features), self.rows_per_batch, self.row_shape, self.pad_id,
-                                      self.decoder_start_token_id, self.balance)
+                                      self.decoder_start_token_id)
         if self.return_tensors == "pt":
             batch = {key: torch.from_numpy(value) for key, value in batch.items()}
         return batch
@@ -172,23 +169,19 @@ def packed_windows(dataset, collator, row_shape, rows_per_batch, seed):
 def packed_task_examples(dataset, input_length, max_target_length, rows_per_batch, seed, pad_id,
                          decoder_start_token_id):
     """(sampler, collator) of packed fine-tuning: tokenised task examples (one task or a mixture, truncated to
-    input_length and max_target_length) in rows of input_length inputs and packing.matched_target_length targets."""
+    input_length and max_target_length) in rows of input_length inputs and packing.fitted_target_length targets."""
     lengths = lengths_of_examples(dataset)
     inputs, targets = lengths(0)
-    row_shape = (input_length, packing.matched_target_length(input_length, inputs.mean(), targets.mean(),
-                                                             max(max_target_length, targets.max(initial=0))))
+    row_shape = (input_length, packing.fitted_target_length(inputs, targets, input_length, rows_per_batch,
+                                                            max(max_target_length, targets.max(initial=0))))
     return packed(lengths, examples_of_task_features, row_shape, rows_per_batch, seed, pad_id,
                   decoder_start_token_id)
 
 
 def packed(lengths_of_epoch, examples_of, row_shape, rows_per_batch, seed, pad_id, decoder_start_token_id):
-    """A sampler and a collator that agree on the rows: the same shape, batch size and balance (the examples' mean
-    target/input ratio at epoch 0)."""
-    inputs, targets = lengths_of_epoch(0)
-    balance = packing.balance_shape(row_shape[0], inputs.mean(), targets.mean())
-    sampler = PackedBatchSampler(lengths_of_epoch, row_shape, rows_per_batch, seed, balance=balance)
-    return sampler, PackingCollator(examples_of, rows_per_batch, row_shape, pad_id, decoder_start_token_id,
-                                    balance=balance)
+    """A sampler and a collator that agree on the rows: the same shape and batch size."""
+    return (PackedBatchSampler(lengths_of_epoch, row_shape, rows_per_batch, seed),
+            PackingCollator(examples_of, rows_per_batch, row_shape, pad_id, decoder_start_token_id))
 
 
 def log_packing(sampler, what):

@@ -3,6 +3,7 @@ respects both row lengths, rows that round-trip to their examples through the se
 restart at every example, positions, padding fractions, and the batch sampler: a fixed number of batches per epoch,
 keyed by (seed, epoch), shardable and skippable as accelerate does."""
 import copy
+from unittest import mock
 
 import numpy as np
 import torch
@@ -24,29 +25,34 @@ def lengths_of(examples):
 
 class AssignRowsTest(parameterized.TestCase):
 
-    def test_the_row_left_most_balanced(self):
-        """(4, 1) opens row 0; a second (4, 1) would leave row 0 with no inputs and 6 targets free, so it goes to row
-        1; each (1, 6) then balances a row. First-fit puts both (4, 1) in row 0 and has no row left for the second
-        (1, 6)."""
-        placement = packing.assign_rows([4, 4, 1, 1], [1, 1, 6, 6], (8, 8), rows_per_batch=2, balance=(8, 8))
-        self.assertEqual(placement.batch.tolist(), [0, 0, 0, 0])
-        self.assertEqual(placement.row.tolist(), [0, 1, 0, 1])
+    def test_a_row_takes_the_example_leaving_it_balanced_and_full(self):
+        """A row of (8, 8) opened by (4, 1) has (4, 7) free. (4, 1) would fill its inputs and strand 6 targets, (3, 6)
+        leaves (1, 1): balanced, and fuller than (1, 3)'s (3, 4); then nothing fits, and the next row opens with the
+        oldest waiting example."""
+        placement = packing.assign_rows([4, 4, 1, 3], [1, 1, 3, 6], (8, 8), rows_per_batch=2)
+        self.assertEqual(placement.order.tolist(), [0, 3, 1, 2])
+        self.assertEqual(placement.row.tolist(), [0, 1, 1, 0])
         self.assertEqual((placement.num_batches, placement.exhausted), (1, True))
-        first_fit = packing.assign_rows([4, 4, 1, 1], [1, 1, 6, 6], (8, 8), rows_per_batch=2)
-        self.assertEqual(first_fit.batch.tolist(), [0, 0, 0, 1])
-        self.assertEqual(first_fit.row.tolist(), [0, 0, 1, 0])
+        self.assertEqual(packing.choose_example([(4, 1), (1, 3), (3, 6)], 4, 7, (8, 8)), 2)
+        self.assertEqual(packing.choose_example([(1, 3), (4, 1)], 4, 7, (8, 8)), 0)  # (3, 4) beats (0, 6)
+        self.assertIsNone(packing.choose_example([(5, 1), (1, 8)], 4, 7, (8, 8)))
+
+    def test_a_row_opens_with_the_oldest_waiting_example(self):
+        """(8, 1) fits only an empty row and the others balance rows better: it still opens the second row."""
+        placement = packing.assign_rows([4, 8, 4, 4, 4], [4, 1, 4, 4, 4], (8, 8), rows_per_batch=1)
+        self.assertEqual([b.tolist() for b in placement.batches()], [[0, 2], [1], [3, 4]])
 
     def test_lookahead_lets_later_examples_fill_the_gaps(self):
         """One row of 8: without lookahead the second 5 closes the first batch; with one, it waits for the next
         batch while the 3 after it fills the gap, and the second 3 closes the batch."""
-        plain = packing.assign_rows([5, 5, 3, 3], [1] * 4, (8, 8), 1)
+        plain = packing.assign_rows([5, 5, 3, 3], [1] * 4, (8, 8), 1, lookahead=0)
         self.assertEqual(plain.batch.tolist(), [0, 1, 1, 2])
         waiting = packing.assign_rows([5, 5, 3, 3], [1] * 4, (8, 8), 1, lookahead=1)
         self.assertEqual(waiting.batch.tolist(), [0, 1, 0, 1])
         self.assertEqual([b.tolist() for b in waiting.batches()], [[0, 2], [1, 3]])  # placement order
 
     def test_targets_bind_as_well_as_inputs(self):
-        placement = packing.assign_rows([1, 1, 1], [5, 5, 3], (8, 8), rows_per_batch=1)
+        placement = packing.assign_rows([1, 1, 1], [5, 5, 3], (8, 8), rows_per_batch=1, lookahead=0)
         self.assertEqual(placement.batch.tolist(), [0, 1, 1])
 
     @parameterized.parameters((1, 0), (3, 0), (8, 0), (8, 16))
@@ -70,19 +76,31 @@ class AssignRowsTest(parameterized.TestCase):
         np.testing.assert_array_equal(first.batch, second.batch)
         np.testing.assert_array_equal(first.row, second.row)
 
-    def test_rows_balance_and_lookahead_pad_less_than_next_fit(self):
-        """Next-fit is first-fit with one row per batch and no lookahead; lookahead, then balance with it, pad less
-        (balance without lookahead spreads examples over the rows and pads more: it is used with lookahead)."""
+    def test_choosing_pads_less_than_next_fit(self):
+        """Next-fit (no lookahead: a row takes the next example or closes) against choosing among the next 65; and
+        the fill term against balance alone."""
         inputs, targets = lengths_of(random_examples(4000))
-        balance = packing.balance_shape(64, inputs.mean(), targets.mean())
         row_shape = (64, packing.matched_target_length(64, inputs.mean(), targets.mean(), targets.max()))
-        la = packing.LOOKAHEAD
-        slots = {(b, la, bal is not None): packing.assign_rows(inputs, targets, row_shape, b, la,
-                                                               balance=bal).num_batches * b
-                 for b, la, bal in ((1, 0, None), (8, 0, None), (8, la, None), (8, la, balance))}
-        self.assertLess(slots[8, 0, False], 0.95 * slots[1, 0, False])
-        self.assertLess(slots[8, la, False], slots[8, 0, False])
-        self.assertLess(slots[8, la, True], slots[8, la, False])
+        slots = {lookahead: packing.assign_rows(inputs, targets, row_shape, 8, lookahead).num_batches
+                 for lookahead in (0, packing.LOOKAHEAD)}
+        self.assertLess(slots[packing.LOOKAHEAD], 0.9 * slots[0])
+        with mock.patch.object(packing, "FILL_WEIGHT", 0.0):
+            balance_only = packing.assign_rows(inputs, targets, row_shape, 8).num_batches
+        self.assertLess(slots[packing.LOOKAHEAD], balance_only)
+
+    def test_next_fit_recovers_each_batch_rows(self):
+        inputs, targets = lengths_of(random_examples(2000, seed=4))
+        placement = packing.assign_rows(inputs, targets, (64, 16), 8)
+        for batch in placement.batches():
+            np.testing.assert_array_equal(packing.next_fit_rows(inputs[batch], targets[batch], (64, 16)),
+                                          placement.row[batch])
+
+    def test_a_later_pass_waits_for_the_earlier_one(self):
+        """Without pass_starts, the small (1, 1) of the second pass closes row 0's gap before (6, 1) is placed; with
+        it, the first pass is placed whole first."""
+        lengths = [4, 6, 1], [1, 1, 1]
+        self.assertEqual(packing.assign_rows(*lengths, (8, 8), 2).order.tolist(), [0, 2, 1])
+        self.assertEqual(packing.assign_rows(*lengths, (8, 8), 2, pass_starts=[2]).order.tolist(), [0, 1, 2])
 
     def test_max_batches_leaves_the_rest_out(self):
         placement = packing.assign_rows([5, 4, 3, 2, 5, 7], [1] * 6, (8, 8), rows_per_batch=2, max_batches=1)
@@ -98,6 +116,21 @@ class AssignRowsTest(parameterized.TestCase):
         self.assertEqual(packing.matched_target_length(512, 100.0, 25.0, 40), 128)
         self.assertEqual(packing.matched_target_length(512, 100.0, 1.0, 40), 40)  # every example must fit
 
+    def test_fitted_target_length_pads_least_of_the_lengths_near_the_ratio(self):
+        inputs, targets = lengths_of(random_examples(3000, seed=5))
+        fitted = packing.fitted_target_length(inputs, targets, 64, 8, targets.max())
+        ratio = 64 * targets.mean() / inputs.mean()
+        self.assertBetween(fitted, np.floor(ratio) - 2, np.ceil(ratio) + 2)
+
+        def worse_padding(target_length):
+            placement = packing.assign_rows(inputs, targets, (64, target_length), 8)
+            placed, slots = np.concatenate(placement.batches()[:-1]), (placement.num_batches - 1) * 8
+            return max(1 - inputs[placed].sum() / (slots * 64), 1 - targets[placed].sum() / (slots * target_length))
+
+        self.assertLessEqual(worse_padding(fitted), worse_padding(packing.matched_target_length(
+            64, inputs.mean(), targets.mean(), targets.max())) + 0.005)
+        self.assertEqual(packing.fitted_target_length(inputs, targets, 64, 8, 40), 40)  # every example must fit
+
 
 class PackRowsTest(parameterized.TestCase):
 
@@ -109,10 +142,10 @@ class PackRowsTest(parameterized.TestCase):
         self.batch = packing.pack_examples(self.examples, 4, (64, 24), PAD, START)
 
     def test_round_trip_through_segment_ids(self):
-        placement = packing.assign_rows(*lengths_of(self.examples), (64, 24), 4)
+        rows_of = packing.next_fit_rows(*lengths_of(self.examples), (64, 24))
         rows = packing.unpack_rows(self.batch)
         for row in range(4):
-            expected = [self.examples[i] for i in np.flatnonzero(placement.row == row)]
+            expected = [self.examples[i] for i in np.flatnonzero(rows_of == row)]
             self.assertLen(rows[row], len(expected))
             for (inputs, targets), (want_inputs, want_targets) in zip(rows[row], expected):
                 np.testing.assert_array_equal(inputs, want_inputs)
@@ -156,7 +189,7 @@ class PackRowsTest(parameterized.TestCase):
             self.assertEqual(sorted(set(encoder[encoder > 0])), sorted(set(decoder[decoder > 0])))
 
     def test_a_batch_its_rows_cannot_hold_is_refused(self):
-        with self.assertRaisesRegex(ValueError, "need 2 batches of 1 rows"):
+        with self.assertRaisesRegex(ValueError, "2 examples need 2 rows of \\(8, 8\\), more than a batch's 1"):
             packing.pack_examples([([5] * 6, [1]), ([5] * 6, [1])], 1, (8, 8), PAD, START)
 
     def test_padding_fractions(self):
@@ -231,11 +264,11 @@ class PackedBatchSamplerTest(parameterized.TestCase):
         self.assertAlmostEqual(decoder, 1 - targets[placed].sum() / (slots * 24))
 
     def test_packed_task_examples_match_the_row_to_the_targets(self):
-        """Row targets: 64 inputs x the mean target/input ratio, at least --max_target_length."""
+        """Row targets: packing.fitted_target_length's, at least --max_target_length."""
         inputs, targets = lengths_of(self.examples)
         sampler, collator = packed_batches.packed_task_examples(features_dataset(self.examples), 64, 4, 4, 5, PAD,
                                                                 START)
-        self.assertEqual(sampler.row_shape, (64, int(np.ceil(64 * targets.mean() / inputs.mean()))))
+        self.assertEqual(sampler.row_shape, (64, packing.fitted_target_length(inputs, targets, 64, 4, 12)))
         self.assertEqual(collator.row_shape, sampler.row_shape)
 
 
@@ -301,8 +334,8 @@ class PackedUL2Test(parameterized.TestCase):
             packed = [example for row in rows for example in row]
             expected = unpadded(features)
             self.assertLen(packed, len(indices))
-            placement = packing.assign_rows(*lengths_of(expected), (128, 48), 4, balance=packer.balance)
-            order = np.lexsort((np.arange(len(expected)), placement.row))  # row by row, in placement order
+            rows_of = packing.next_fit_rows(*lengths_of(expected), (128, 48))
+            order = np.lexsort((np.arange(len(expected)), rows_of))  # row by row, in placement order
             for (inputs, targets), index in zip(packed, order):
                 np.testing.assert_array_equal(inputs, expected[index][0])
                 np.testing.assert_array_equal(targets, expected[index][1])
