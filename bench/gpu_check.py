@@ -16,6 +16,8 @@ the JSON says why it has no figures. Sections, in order (--tiny shrinks each to 
 - bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, and bf16 with
   --z_loss where the flag exists; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
 - ul2_packing: real tokens/s and padding of --objective ul2 with and without --packing (bench/packing.py's reading).
+- packed_equivalence: packed rows against their examples unpacked, per attention implementation, t5_flex included
+  (bench/packed_equivalence.py).
 - zero2, fsdp: a few steps under DeepSpeed ZeRO-2 (torchrun, one process) and under FSDP (accelerate, one process).
 - inference: bench/predict.py (predict_t5.py's batching vs the generate loop; CTranslate2 arms where installed).
 - quality: bench/quality.py's arms with GPU-sized pre-training, when the budget still allows.
@@ -244,6 +246,16 @@ def ul2_packing(check):
     return figures
 
 
+def packed_equivalence(check):
+    """bench/packed_equivalence.py: packed rows against their examples unpacked, eager, sdpa and t5_flex (whose packed
+    encoder rows run FlexAttention with a segment block mask only on a GPU)."""
+    if check.args.tiny:
+        raise SectionSkipped("--tiny: tests/bench/test_packed_equivalence.py runs it on CPU, where t5_flex is SDPA")
+    text = check.command("packed_equivalence", [sys.executable, "bench/packed_equivalence.py", "--device",
+                                                check.args.device])
+    return json.loads(next(line for line in reversed(text.splitlines()) if line.startswith("{")))
+
+
 def zero2(check):
     folder = check.out / "runs" / "zero2"
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 1,
@@ -287,6 +299,7 @@ SECTIONS = (  # name, estimated seconds on one H100 and in the CPU dry run (2 co
     ("trainer_profile", 60, 12, trainer_profile),
     ("bf16_correctness", 60, 25, bf16_correctness),
     ("ul2_packing", 40, 15, ul2_packing),
+    ("packed_equivalence", 60, 0, packed_equivalence),
     ("zero2", 60, 15, zero2),
     ("fsdp", 40, 12, fsdp),
     ("inference", 40, 10, inference),

@@ -23,6 +23,7 @@ Rows:
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 ROWS = ("ul2", "prefix_lm", "glue_mix")
 GLUE_MIX = "glue/sst2,glue/rte,glue/cola"  # ../shared/data/glue holds each task's folder
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
            "TOKENIZERS_PARALLELISM": "false"}
 os.environ.update(OFFLINE)  # before transformers or datasets is imported

@@ -13,7 +13,7 @@ from absl.testing import absltest, parameterized
 from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_eager_sdpa", "throughput_compiled_sdpa", "throughput_compiled_t5_flex",
-            "throughput_eager_t5_flex", "trainer_profile", "bf16_correctness", "ul2_packing", "zero2", "fsdp",
+            "throughput_eager_t5_flex", "trainer_profile", "bf16_correctness", "ul2_packing", "packed_equivalence", "zero2", "fsdp",
             "inference", "quality")
 
 
@@ -63,7 +63,8 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertGreater(section["figures"]["packed_over_padded"], 0)
 
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
-        for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex", "throughput_eager_t5_flex", "quality"):
+        for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex", "throughput_eager_t5_flex",
+                     "packed_equivalence", "quality"):
             self.assertIn("--tiny", self.report["sections"][name]["note"])
 
 
