@@ -1,6 +1,6 @@
 # make test        -> creates .venv on first use, then runs the offline test suite
 # make test-fast   -> the same without the slow kinds marked in pytest.ini (launches, kills, sweep agents,
-#                     training in setUpClass, slow classes): 1,116 of 1,273 tests, 121 s of CPU time
+#                     training in setUpClass, slow classes): 1,520 of 1,742 tests, about 2 minutes
 # make quickstart  -> creates .venv on first use, then pre-trains a tiny T5 offline in about two minutes
 # make bench       -> the benchmark scripts under bench/ (figures printed, see README)
 # make bench-quality -> the CPU recipe vs random init: SST-2, RTE, CoLA x 3 seeds (docs/quality.md; ~20 min on 2 cores)
