@@ -144,9 +144,11 @@ def pretrain_setting(args, key):
 def word_vectors_only_command(args, work, tokenizer):
     """The pre-training command stopped before its first update: one step at learning rate 0 saves the model as
     built (the word-vector embeddings and the seed's random init of everything else), with no checkpoints. The
-    flags given last win, so these override --pretrain_overrides too."""
+    flags given last win, so these override --pretrain_overrides too (a --param_group_lr there would otherwise give
+    its groups their own learning rates for that step)."""
     return [*pretrain_command(args, work, tokenizer), "--output_dir", str(work / "word_vectors_only"), "--max_steps", "1",
-            "--learning_rate", "0", "--warmup_steps", "0", "--eval_strategy", "no", "--save_strategy", "no"]
+            "--learning_rate", "0", "--param_group_lr", ".*=0", "--warmup_steps", "0", "--eval_strategy", "no",
+            "--save_strategy", "no"]
 
 
 def finetune(args, work, task, seed, arm, model_args):

@@ -78,6 +78,7 @@ class WordVectorsArmTest(parameterized.TestCase):
     update, so the report can say what span corruption adds."""
 
     def test_one_step_at_learning_rate_zero_leaves_the_built_model_unchanged(self):
+        """Even where --pretrain_overrides give parameter groups their own learning rates."""
         book = require("gutenberg/austen-persuasion.txt").read_text(encoding="utf-8")
         config = Path(tempfile.mkdtemp()) / "pretrain.yaml"
         config.write_text("model_size: t5-tiny\ninit_embeddings: word_vectors\ninput_length: 64\n"
@@ -90,7 +91,8 @@ class WordVectorsArmTest(parameterized.TestCase):
             (work / "corpus" / "train.txt").write_text(book[:200_000], encoding="utf-8")
             (work / "corpus" / "validation.txt").write_text(book[200_000:230_000], encoding="utf-8")
             args = argparse.Namespace(pretrain_config=str(config), task_adaptive=False, tasks=["sst2"],
-                                      pretrain_overrides=["--max_steps", "3", "--init_embeddings", init])
+                                      pretrain_overrides=["--max_steps", "3", "--init_embeddings", init,
+                                                          "--param_group_lr", "shared=0,.*=0.01"])
             command = quality.word_vectors_only_command(args, work, require("t5_spiece"))
             self.assertEqual(command[len(command) - 1 - command[::-1].index("--max_steps") + 1], "1")  # ours win
             quality.run(command, work / "word_vectors_only.log")
