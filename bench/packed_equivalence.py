@@ -66,7 +66,8 @@ def forward_backward(model, batch, device):
     model.zero_grad()
     output = model(**{key: value.to(device) for key, value in batch.items()})
     output.loss.backward()
-    tokens = F.cross_entropy(output.logits.transpose(1, 2), batch["labels"].to(device).clamp(min=0), reduction="none")
+    tokens = F.cross_entropy(output.logits.transpose(1, 2), batch["labels"].to(device).clamp(min=0),
+                             reduction="none")
     return output.loss.item(), tokens.detach().cpu(), {n: p.grad.detach().cpu() for n, p in model.named_parameters()}
 
 

@@ -1,5 +1,6 @@
 """What the test modules share (no test module imports another): where the real data lives and how its absence
-is reported, the argv of tiny runs, the entry scripts' main(), folder snapshots, fault injection, tokenizers, two-process launches.
+is reported, the argv of tiny runs, the entry scripts' main(), folder snapshots, fault injection, tokenizers,
+two-process launches.
 
 The real test data lives in ../shared/data beside the repository (T5_SHARED_DATA overrides it). Where it is
 absent, a test that needs it skips and names the missing path; with T5_REQUIRE_SHARED_DATA=1 (what .ci/run sets)

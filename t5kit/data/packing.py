@@ -68,9 +68,9 @@ def fitted_target_length(input_lengths, target_lengths, input_length, rows_per_b
     inputs, targets = np.asarray(input_lengths, np.int64), np.asarray(target_lengths, np.int64)
     ratio = input_length * targets.mean() / inputs.mean()
     sample = np.random.default_rng(0).permutation(len(inputs))[:FIT_SAMPLE]
-    candidates = range(max(int(longest_target), math.floor(ratio) - 2), max(int(longest_target), math.ceil(ratio) + 2) + 1)
+    shortest = max(int(longest_target), math.floor(ratio) - 2)
     padding = {}
-    for target_length in candidates:
+    for target_length in range(shortest, max(shortest, math.ceil(ratio) + 2) + 1):
         placement = assign_rows(inputs[sample], targets[sample], (input_length, target_length), rows_per_batch)
         full = placement.batches()[:-1]  # the last batch is partial
         if not full:
@@ -209,7 +209,8 @@ def pack_examples(examples, rows_per_batch, row_shape, pad_id, decoder_start_tok
     rows = next_fit_rows(*lengths, row_shape)
     if len(rows) and rows[-1] >= rows_per_batch:
         raise ValueError(f"{len(examples)} examples need {rows[-1] + 1} rows of {row_shape}, more than a batch's "
-                         f"{rows_per_batch}: the batch sampler and the collator disagree on the row shape or batch size")
+                         f"{rows_per_batch}: the batch sampler and the collator disagree on the row shape or batch "
+                         "size")
     return pack_rows(examples, rows, rows_per_batch, row_shape, pad_id, decoder_start_token_id)
 
 

@@ -13,8 +13,8 @@ from absl.testing import absltest, parameterized
 from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_eager_sdpa", "throughput_compiled_sdpa", "throughput_compiled_t5_flex",
-            "throughput_eager_t5_flex", "trainer_profile", "bf16_correctness", "ul2_packing", "packed_equivalence", "zero2", "fsdp",
-            "inference", "quality")
+            "throughput_eager_t5_flex", "trainer_profile", "bf16_correctness", "ul2_packing", "packed_equivalence",
+            "zero2", "fsdp", "inference", "quality")
 
 
 @pytest.mark.launch  # the dry run starts a process per section, torchrun and accelerate among them

@@ -40,15 +40,14 @@ def packed_row(rank):
     return row
 
 
-# Each torchrun process: its own packed row through DDP; rank 0 saves the synchronised gradients. torchrun, not
-# mp.spawn: its rendezvous picks up a taken port, and the subprocess has a time limit (an mp.spawn here once hung CI).
+# Each torchrun process: its own packed row through DDP; rank 0 saves the synchronised gradients. torchrun in a
+# subprocess, not mp.spawn: the subprocess has a time limit (an mp.spawn rendezvous here once hung CI).
 CHILD = """
 import sys
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from t5kit.model import packed_attention
-from tests.helpers import torchrun
 from tests.launch.test_packed_ddp import packed_row, tiny_t5
 
 dist.init_process_group("gloo")
