@@ -9,7 +9,9 @@ mixture's fixed shapes; the packed arm lays the same examples greedily into rows
 mixture's target length there, with segment ids (model/packed_attention.py's masks, built each step, inside the
 packed time). Both arms run the same random fp32 model over the same real tokens: the figure is real
 (non-padding) input and target tokens per second, and its ratio. The packed rows run once more with the padding
-mask only (wrong maths, the same shapes), which prices the segment masks alone.
+mask only (wrong maths, the same shapes), which prices the segment masks alone: computed in bands
+(model/banded_attention.py), they make rows of many short examples faster than the padding mask does
+(`--example_length 50 --examples 104`: 0.87x its time, docs/benchmarks.md).
 """
 import argparse
 import itertools

@@ -31,7 +31,7 @@ unpacked training, evaluation and generate (beam search, the KV cache) run exact
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, and_masks, causal_mask_function, or_masks
 
 from t5kit.errors import UsageError
-from t5kit.model import t5_flex_attention
+from t5kit.model import banded_attention, t5_flex_attention
 
 ENCODER_SEGMENTS, DECODER_SEGMENTS = "encoder_segment_ids", "decoder_segment_ids"
 SEGMENT_KEYS = (ENCODER_SEGMENTS, DECODER_SEGMENTS, "encoder_positions", "decoder_positions")
@@ -97,6 +97,7 @@ def encoder_hook(stack, args, kwargs):
     encoder_segments, _ = segments
     kwargs["attention_mask"] = segment_mask(stack, same_segment(encoder_segments, encoder_segments),
                                             encoder_segments, encoder_segments, kwargs)
+    kwargs[banded_attention.BANDS_KEY] = banded_attention.stack_bands(encoder_segments)
     return args, kwargs
 
 
@@ -111,6 +112,7 @@ def decoder_hook(stack, args, kwargs):
     kwargs["attention_mask"] = segment_mask(stack, self_attention, decoder_segments, decoder_segments, kwargs)
     kwargs["encoder_attention_mask"] = segment_mask(stack, cross_attention, decoder_segments, encoder_segments,
                                                     kwargs)
+    kwargs[banded_attention.BANDS_KEY] = banded_attention.stack_bands(encoder_segments, decoder_segments)
     return args, kwargs
 
 

@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import (
     AttentionMaskInterface,
     bidirectional_mask_function,
@@ -34,6 +33,7 @@ from transformers.masking_utils import (
 )
 
 from t5kit.errors import UsageError
+from t5kit.model import banded_attention
 
 NAME = "t5_flex"
 FLEX_BLOCK = 128  # FlexAttention's default query and key block
@@ -108,25 +108,20 @@ def segment_block_mask(mask_function, batch_size, q_length, kv_length, device):
                              _compile=device.type == "cuda")
 
 
-def is_cross_attention(module):
-    """T5's decoder cross-attention: no learned bias of its own, so T5 hands it zeros."""
-    return module.is_decoder and not module.is_causal and not module.has_relative_attention_bias
-
-
 def t5_flex_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
                               position_bias=None, **kwargs):
     """Same arguments and result as transformers.integrations.sdpa_attention.sdpa_attention_forward for T5."""
     if isinstance(attention_mask, BlockMask):  # a packed row's encoder self-attention (takes_block_mask)
         return flex_biased_attention(query, key, value, position_bias, scaling, block_mask=attention_mask), None
-    if attention_mask is None and is_cross_attention(module):
+    if attention_mask is None and banded_attention.is_cross_attention(module):
         # With a padding mask, transformers' function below merges it into a contiguous float mask, which keeps
         # SDPA fused; a boolean [batch, 1, query, key] mask as it comes would not.
         out = F.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=scaling)
         return out.transpose(1, 2).contiguous(), None
     if position_bias is not None and uses_flex(module, query, key, attention_mask, dropout):
         return flex_biased_attention(query, key, value, position_bias, scaling), None
-    return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
-                                  position_bias=position_bias, **kwargs)
+    return banded_attention.attention_forward(module, query, key, value, attention_mask, scaling=scaling,
+                                              dropout=dropout, position_bias=position_bias, **kwargs)
 
 
 def t5_flex_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=causal_mask_function,

@@ -14,7 +14,7 @@ from transformers.masking_utils import bidirectional_mask_function, causal_mask_
 
 from t5kit.config.arguments import ModelArguments
 from t5kit.errors import UsageError
-from t5kit.model import building, t5_flex_attention
+from t5kit.model import banded_attention, building, t5_flex_attention
 
 
 def tiny_t5():
@@ -131,9 +131,9 @@ class KernelChoiceTest(parameterized.TestCase):
                 self.assertEqual(m.stride(-1), 1)
 
     def test_cross_attention_is_the_decoders_non_causal_attention(self):
-        self.assertTrue(t5_flex_attention.is_cross_attention(attention_module(True, is_causal=False)))
-        self.assertFalse(t5_flex_attention.is_cross_attention(attention_module(True, is_causal=True)))
-        self.assertFalse(t5_flex_attention.is_cross_attention(attention_module(False)))
+        self.assertTrue(banded_attention.is_cross_attention(attention_module(True, is_causal=False)))
+        self.assertFalse(banded_attention.is_cross_attention(attention_module(True, is_causal=True)))
+        self.assertFalse(banded_attention.is_cross_attention(attention_module(False)))
 
 
 class MaskTest(parameterized.TestCase):
