@@ -19,9 +19,11 @@ outside a block's band are masked for all its queries, so leaving them out is ex
   merged into each band are built once per stack and step and reused by the other layers (the dense path merges
   them at [batch, heads, query, key] in every layer). Cross-attention's bias is all zeros (T5 gives it none of its
   own) and is left out, as t5_flex does.
-Bands are used where they cover at most BAND_SHARE of the square (one long example a row would not gain), and
-never while compiling (they are read on the host). Everything else, every unpacked batch included, goes to
-transformers' SDPA function unchanged: registering this under "sdpa" changes nothing for a call without bands.
+Bands are used where they cover at most BAND_SHARE of the square (one long example a row would not gain), on CPU
+only: they are read on the host, which on a GPU would sync every stack's forward with the device (unmeasured there,
+so a GPU keeps the dense masks, and t5_flex's FlexAttention skips the encoder's empty blocks), and never while
+compiling. Everything else, every unpacked batch included, goes to transformers' SDPA function unchanged:
+registering this under "sdpa" changes nothing for a call without bands.
 """
 import torch
 import torch.nn.functional as F
@@ -69,8 +71,8 @@ def bands(lo, hi, key_length):
 
 def stack_bands(encoder_segments, decoder_segments=None):
     """The segment_bands keyword of one stack's forward: the encoder's self-attention bands, or (decoder_segments
-    given) the decoder's self- and cross-attention bands. None while compiling."""
-    if torch.compiler.is_compiling():
+    given) the decoder's self- and cross-attention bands. None off the CPU and while compiling (module doc)."""
+    if encoder_segments.device.type != "cpu" or torch.compiler.is_compiling():
         return None
     if decoder_segments is None:
         return {"self": bands(*key_ranges(encoder_segments, encoder_segments, False), encoder_segments.shape[1])}

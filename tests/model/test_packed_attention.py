@@ -368,6 +368,11 @@ class BandsTest(parameterized.TestCase):
         self.assertEqual(bands["cross"], [(0, 2, 0, 3), (2, 4, 3, 7), (4, 6, 7, 8)])
         self.assertEqual(bands["self"], [(0, 2, 0, 2), (2, 4, 2, 4), (4, 6, 4, 6)])
 
+    def test_no_bands_off_the_cpu(self):  # a GPU keeps the dense masks: the bands would sync it (module doc)
+        self.assertIsNotNone(banded_attention.stack_bands(ENCODER, DECODER))
+        self.assertIsNone(banded_attention.stack_bands(ENCODER.to("meta"), DECODER.to("meta")))
+        self.assertIsNone(banded_attention.stack_bands(ENCODER.to("meta")))
+
     def test_bands_over_the_share_are_not_used(self):
         one_example = torch.ones((2, 8), dtype=torch.long)
         self.assertIsNotNone(banded_attention.bands(*banded_attention.key_ranges(one_example, one_example, False), 8))
