@@ -17,8 +17,9 @@ position (process i takes batches i, i + n, ...), so every epoch yields exactly 
 the first pass over the examples fills at epoch 0. An epoch whose order packs tighter continues into a second keyed
 pass over the examples (as seqio repeats a dataset) to fill its last batches, after every example of the first pass
 is placed; one that packs looser leaves its last examples for the next epoch's order. Examples are thus seen equally
-often in expectation, not exactly once per epoch. Everything is a pure function of (seed, epoch, example lengths), so every process, a resumed run
-(Trainer's skip_first_batches replays the sampler) and any number of loader workers see the same batches.
+often in expectation, not exactly once per epoch. Everything is a pure function of (seed, epoch, example lengths),
+so every process, a resumed run (Trainer's skip_first_batches replays the sampler) and any number of loader workers
+see the same batches.
 """
 import logging
 

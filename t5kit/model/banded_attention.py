@@ -25,6 +25,8 @@ so a GPU keeps the dense masks, and t5_flex's FlexAttention skips the encoder's 
 compiling. Everything else, every unpacked batch included, goes to transformers' SDPA function unchanged:
 registering this under "sdpa" changes nothing for a call without bands.
 """
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
@@ -69,18 +71,27 @@ def bands(lo, hi, key_length):
     return result if area <= BAND_SHARE * query_length * key_length else None
 
 
+@dataclasses.dataclass
+class StackBands:
+    """One stack's bands for one forward: [(q0, q1, k0, k1)] or None (dense) for its self-attention and, in the
+    decoder, its cross-attention; and the band masks its layers share (band_masks' cache, filled by the first)."""
+    self_attention: list | None
+    cross_attention: list | None = None
+    merged: dict = dataclasses.field(default_factory=dict)
+
+
 def stack_bands(encoder_segments, decoder_segments=None):
     """The segment_bands keyword of one stack's forward: the encoder's self-attention bands, or (decoder_segments
     given) the decoder's self- and cross-attention bands. None off the CPU and while compiling (module doc)."""
     if encoder_segments.device.type != "cpu" or torch.compiler.is_compiling():
         return None
     if decoder_segments is None:
-        return {"self": bands(*key_ranges(encoder_segments, encoder_segments, False), encoder_segments.shape[1])}
+        return StackBands(bands(*key_ranges(encoder_segments, encoder_segments, False), encoder_segments.shape[1]))
     lo, hi = key_ranges(decoder_segments, encoder_segments, False)
     padding = decoder_segments == 0  # sees every input in the dense mask: takes no part in the bands (module doc)
     lo, hi = lo.masked_fill(padding, encoder_segments.shape[1]), hi.masked_fill(padding, 0)
-    return {"self": bands(*key_ranges(decoder_segments, decoder_segments, True), decoder_segments.shape[1]),
-            "cross": bands(lo, hi, encoder_segments.shape[1])}
+    return StackBands(bands(*key_ranges(decoder_segments, decoder_segments, True), decoder_segments.shape[1]),
+                      bands(lo, hi, encoder_segments.shape[1]))
 
 
 def is_cross_attention(module):
@@ -139,12 +150,11 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
                       segment_bands=None, **kwargs):
     """transformers' sdpa_attention_forward, band by band for a packed T5 batch's dense boolean masks."""
     cross = segment_bands is not None and is_cross_attention(module)
-    blocks = segment_bands and segment_bands["cross" if cross else "self"]
+    blocks = segment_bands and (segment_bands.cross_attention if cross else segment_bands.self_attention)
     if not blocks or not isinstance(attention_mask, torch.Tensor) or attention_mask.dtype != torch.bool:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       position_bias=position_bias, **kwargs)
-    cache = segment_bands.setdefault("merged", {})
-    masks = band_masks(blocks, attention_mask, None if cross else position_bias, key.dtype, cache)
+    masks = band_masks(blocks, attention_mask, None if cross else position_bias, key.dtype, segment_bands.merged)
     return banded_attention(query, key, value, blocks, masks, dropout, scaling), None
 
 

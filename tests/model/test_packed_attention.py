@@ -365,8 +365,8 @@ class BandsTest(parameterized.TestCase):
         decoder = torch.tensor([[1, 1, 2, 2, 0, 0]])
         encoder = torch.tensor([[1, 1, 1, 2, 2, 2, 2, 0]])
         bands = banded_attention.stack_bands(encoder, decoder)
-        self.assertEqual(bands["cross"], [(0, 2, 0, 3), (2, 4, 3, 7), (4, 6, 7, 8)])
-        self.assertEqual(bands["self"], [(0, 2, 0, 2), (2, 4, 2, 4), (4, 6, 4, 6)])
+        self.assertEqual(bands.cross_attention, [(0, 2, 0, 3), (2, 4, 3, 7), (4, 6, 7, 8)])
+        self.assertEqual(bands.self_attention, [(0, 2, 0, 2), (2, 4, 2, 4), (4, 6, 4, 6)])
 
     def test_no_bands_off_the_cpu(self):  # a GPU keeps the dense masks: the bands would sync it (module doc)
         self.assertIsNotNone(banded_attention.stack_bands(ENCODER, DECODER))
