@@ -7,11 +7,13 @@ stays inside a time budget (8 minutes by default) and writes one JSON and one Ma
 Each section runs as its own process (the project's scripts and benches, as a user runs them), so a crash or an
 out-of-memory error in one leaves the others their figures, and GPU memory is free between them. A section starts
 only if its estimate fits in what is left of the budget, and it is stopped when the budget runs out; either way
-the JSON says why it has no figures. Sections, in order (--tiny shrinks each to seconds on a CPU):
+the JSON says why it has no figures. Sections (they run in SECTIONS' order, issue 31's targets first; --tiny shrinks
+each to seconds on a CPU):
 
 - environment: the device, torch / transformers / accelerate / deepspeed versions, bf16 support.
 - throughput_*: bench/pretrain_throughput.py (Trainer vs bare loop, tokens/s, MFU against the card's bf16 spec) for
-  t5-v1_1-base, bf16, input 512 / target 114: eager and compiled, sdpa and t5_flex.
+  t5-v1_1-base, bf16, input 512 / target 114, batch 64: compiled sdpa with pre_train_t5's defaults, compiled t5_flex
+  with the Trainer's batches collated by 2 loader workers, and both eager.
 - trainer_profile: where the Trainer arm's step goes (torch.profiler over a few steps of the compiled sdpa arm).
 - bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, and bf16 with
   --z_loss where the flag exists; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
@@ -47,7 +49,7 @@ def parse_args(argv=None):
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--tiny", action="store_true", help="tiny models and few steps: the CPU dry run")
     parser.add_argument("--budget_s", type=float, default=None, help="total seconds (default 480; --tiny 115)")
-    parser.add_argument("--batch_size", type=int, default=32, help="throughput batch for t5-v1_1-base at 512")
+    parser.add_argument("--batch_size", type=int, default=64, help="throughput batch for t5-v1_1-base at 512")
     parser.add_argument("--skip", nargs="*", default=[], help="section names to leave out")
     return parser.parse_args(argv)
 
@@ -133,19 +135,23 @@ def environment(check):
             "bf16": torch.cuda.is_bf16_supported() if cuda else None, "python": sys.version.split()[0]}
 
 
-def throughput(compile_, attention):
+def throughput(compile_, attention, workers=0):
+    """bench/pretrain_throughput.py's two arms; workers: the Trainer's --dataloader_num_workers (0, pre_train_t5's
+    default, collates each batch inside the timed step; the bare loop collates up front either way)."""
     def section(check):
         tiny = check.args.tiny
         if tiny and compile_:
             raise SectionSkipped("--tiny: torch.compile takes minutes on a CPU; the eager arms run the same script")
         if tiny and attention == "t5_flex":
             raise SectionSkipped("--tiny: on a CPU t5_flex runs SDPA, the sdpa arm's kernels")
-        json_out = check.out / "logs" / f"throughput_{'compiled' if compile_ else 'eager'}_{attention}.json"
+        name = f"throughput_{'compiled' if compile_ else 'eager'}_{attention}{f'_workers{workers}' if workers else ''}"
+        json_out = check.out / "logs" / f"{name}.json"
         argv = [sys.executable, "bench/pretrain_throughput.py", "--device", check.args.device,
                 "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else "bf16",
                 "--batch_size", 2 if tiny else check.args.batch_size, "--input_length", 64 if tiny else 512,
                 "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10, "--attn_implementation", attention,
-                "--json_out", json_out, *(["--compile"] if compile_ else [])]
+                "--json_out", json_out, "--dataloader_num_workers", workers,
+                *(["--compile"] if compile_ else [])]
         check.command(json_out.stem, argv)
         return json.loads(json_out.read_text())
     return section
@@ -291,18 +297,20 @@ def quality(check):
 
 
 SECTIONS = (  # name, estimated seconds on one H100 and in the CPU dry run (2 cores), function
+    # In the order of issue 31's targets, so a short window measures what matters first: the Trainer's MFU, bf16,
+    # packing's gain; then what names the Trainer's gap and what has never run on a GPU; the rest as time allows.
     ("environment", 5, 5, environment),
-    ("throughput_eager_sdpa", 50, 12, throughput(False, "sdpa")),
-    ("throughput_compiled_sdpa", 90, 0, throughput(True, "sdpa")),
-    ("throughput_compiled_t5_flex", 90, 0, throughput(True, "t5_flex")),
-    ("throughput_eager_t5_flex", 50, 0, throughput(False, "t5_flex")),
-    ("trainer_profile", 60, 12, trainer_profile),
-    ("bf16_correctness", 60, 25, bf16_correctness),
-    ("ul2_packing", 40, 15, ul2_packing),
-    ("packed_equivalence", 60, 0, packed_equivalence),
-    ("zero2", 60, 15, zero2),
-    ("fsdp", 40, 12, fsdp),
+    ("throughput_compiled_sdpa", 120, 0, throughput(True, "sdpa")),
+    ("bf16_correctness", 80, 25, bf16_correctness),
+    ("ul2_packing", 50, 15, ul2_packing),
+    ("throughput_eager_sdpa", 50, 12, throughput(False, "sdpa")),  # compile's gain; the dry run's Trainer arm
+    ("throughput_compiled_t5_flex_workers2", 120, 0, throughput(True, "t5_flex", workers=2)),
+    ("packed_equivalence", 45, 0, packed_equivalence),
+    ("trainer_profile", 80, 12, trainer_profile),
     ("inference", 40, 10, inference),
+    ("zero2", 90, 15, zero2),
+    ("fsdp", 45, 12, fsdp),
+    ("throughput_eager_t5_flex", 50, 0, throughput(False, "t5_flex")),
     ("quality", 150, 0, quality),
 )
 
