@@ -51,6 +51,7 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertEqual(bf16["status"], "ok", bf16)
         self.assertTrue(all(a["all_finite"] for a in bf16["figures"]["arms"].values()), bf16)
         self.assertTrue(bf16["figures"]["arms"]["fp32"]["within_tolerance"])  # fp32 against itself: gap 0
+        self.assertFalse(bf16["figures"]["arms"]["fp32"]["bf16"])  # read back from the run's config.yaml
 
     def test_packing_reports_padding_and_real_tokens_of_both_arms(self):
         section = self.report["sections"]["ul2_packing"]
@@ -61,6 +62,16 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertLess(packed["encoder_padding"], padded["encoder_padding"])
         self.assertGreater(packed["examples_per_step"], padded["examples_per_step"])
         self.assertGreater(section["figures"]["packed_over_padded"], 0)
+
+    def test_only_runs_the_sections_named(self):
+        out = absltest.get_default_test_tmpdir() + "/gpu_check_only"
+        subprocess.run([sys.executable, "bench/gpu_check.py", "--device", "cpu", "--tiny", "--output_dir", out,
+                        "--only", "environment"], cwd=REPO, env=dict(os.environ), check=True, capture_output=True,
+                       text=True, timeout=120)
+        with open(f"{out}/gpu_check.json") as handle:
+            sections = json.load(handle)["sections"]
+        self.assertEqual(sections["environment"]["status"], "ok")
+        self.assertEqual({result["note"] for name, result in sections.items() if name != "environment"}, {"--only"})
 
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
         for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex_workers2", "throughput_eager_t5_flex",
