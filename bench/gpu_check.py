@@ -13,7 +13,8 @@ each to seconds on a CPU):
 - environment: the device, torch / transformers / accelerate / deepspeed versions, bf16 support.
 - throughput_*: bench/pretrain_throughput.py (Trainer vs bare loop, tokens/s, MFU against the card's bf16 spec) for
   t5-v1_1-base, bf16, input 512 / target 114, batch 64: compiled sdpa with pre_train_t5's defaults, compiled t5_flex
-  with the Trainer's batches collated by 2 loader workers, and both eager.
+  with the Trainer's batches collated by 2 loader workers (also at batch 128, the nanoT5-budget recipes'), and both
+  eager.
 - trainer_profile: where the Trainer arm's step goes (torch.profiler over a few steps of the compiled t5_flex arm).
 - bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, and bf16 with
   --z_loss where the flag exists; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
@@ -139,20 +140,23 @@ def environment(check):
             "bf16": torch.cuda.is_bf16_supported() if cuda else None, "python": sys.version.split()[0]}
 
 
-def throughput(compile_, attention, workers=0):
+def throughput(compile_, attention, workers=0, batch_size=None):
     """bench/pretrain_throughput.py's two arms; workers: the Trainer's --dataloader_num_workers (0, pre_train_t5's
-    default, collates each batch inside the timed step; the bare loop collates up front either way)."""
+    default, collates each batch inside the timed step; the bare loop collates up front either way); batch_size:
+    other than --batch_size (128: the nanoT5-budget recipes' per-device batch, whose step their hours project)."""
     def section(check):
         tiny = check.args.tiny
         if tiny and compile_:
             raise SectionSkipped("--tiny: torch.compile takes minutes on a CPU; the eager arms run the same script")
         if tiny and attention == "t5_flex":
             raise SectionSkipped("--tiny: on a CPU t5_flex runs SDPA, the sdpa arm's kernels")
-        name = f"throughput_{'compiled' if compile_ else 'eager'}_{attention}{f'_workers{workers}' if workers else ''}"
+        name = (f"throughput_{'compiled' if compile_ else 'eager'}_{attention}{f'_workers{workers}' if workers else ''}"
+                f"{f'_batch{batch_size}' if batch_size else ''}")
         json_out = check.out / "logs" / f"{name}.json"
         argv = [sys.executable, "bench/pretrain_throughput.py", "--device", check.args.device,
                 "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else "bf16",
-                "--batch_size", 2 if tiny else check.args.batch_size, "--input_length", 64 if tiny else 512,
+                "--batch_size", 2 if tiny else (batch_size or check.args.batch_size),
+                "--input_length", 64 if tiny else 512,
                 "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10, "--attn_implementation", attention,
                 "--json_out", json_out, "--dataloader_num_workers", workers,
                 *(["--compile"] if compile_ else [])]
@@ -332,6 +336,7 @@ SECTIONS = (  # name, estimated seconds on one H100 (the first run's, 2026-11-26
     ("ul2_packing", 90, 15, ul2_packing),
     ("throughput_eager_sdpa", 45, 12, throughput(False, "sdpa")),  # compile's gain; the dry run's Trainer arm
     ("throughput_compiled_t5_flex_workers2", 145, 0, throughput(True, "t5_flex", workers=2)),
+    ("throughput_compiled_t5_flex_workers2_batch128", 150, 0, throughput(True, "t5_flex", workers=2, batch_size=128)),
     ("packed_equivalence", 50, 0, packed_equivalence),
     ("trainer_profile", 100, 12, trainer_profile),
     ("inference", 40, 10, inference),

@@ -13,8 +13,9 @@ from absl.testing import absltest, parameterized
 from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "ul2_packing", "throughput_eager_sdpa",
-            "throughput_compiled_t5_flex_workers2", "packed_equivalence", "trainer_profile", "inference", "zero2",
-            "fsdp", "throughput_eager_t5_flex", "quality")
+            "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
+            "packed_equivalence", "trainer_profile", "inference", "zero2", "fsdp", "throughput_eager_t5_flex",
+            "quality")
 
 
 @pytest.mark.launch  # the dry run starts a process per section, torchrun and accelerate among them
@@ -74,7 +75,8 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertEqual({result["note"] for name, result in sections.items() if name != "environment"}, {"--only"})
 
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
-        for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex_workers2", "throughput_eager_t5_flex",
+        for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex_workers2",
+                     "throughput_compiled_t5_flex_workers2_batch128", "throughput_eager_t5_flex",
                      "packed_equivalence", "quality"):
             self.assertIn("--tiny", self.report["sections"][name]["note"])
 
