@@ -55,7 +55,11 @@ def parse_args(argv=None):
     parser.add_argument("--skip", nargs="*", default=[], help="section names to leave out")
     parser.add_argument("--only", nargs="*", default=None,
                         help="run these sections alone (say, those a previous window left without figures)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    unknown = [name for name in [*args.skip, *(args.only or [])] if name not in {row[0] for row in SECTIONS}]
+    if unknown:  # a misspelt name would otherwise skip or run nothing, and a GPU window would be spent on it
+        parser.error(f"unknown section(s) {', '.join(unknown)}; the sections: {', '.join(row[0] for row in SECTIONS)}")
+    return args
 
 
 class Check:
@@ -264,10 +268,10 @@ def ul2_packing(check):
     from bench.packing import read_run
 
     figures = {}
+    gpu_scale = [] if check.args.device == "cpu" else [
+        "--model_size", "t5-v1_1-base", "--attn_implementation", "t5_flex", "--dataloader_num_workers", 2]
     for packing in ("false", "true"):
         folder = check.out / "runs" / f"ul2_packing_{packing}"
-        gpu_scale = [] if check.args.device == "cpu" else [
-            "--model_size", "t5-v1_1-base", "--attn_implementation", "t5_flex", "--dataloader_num_workers", 2]
         check.command(f"ul2_packing_{packing}", pretrain_command(
             check, folder, 6 if check.args.tiny else 30,
             ["--objective", "ul2", "--packing", packing, "--input_length", 64 if check.args.tiny else 512, *gpu_scale]))

@@ -74,6 +74,14 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertEqual(sections["environment"]["status"], "ok")
         self.assertEqual({result["note"] for name, result in sections.items() if name != "environment"}, {"--only"})
 
+    def test_a_misspelt_section_is_refused_before_anything_runs(self):
+        out = absltest.get_default_test_tmpdir() + "/gpu_check_misspelt"
+        done = subprocess.run([sys.executable, "bench/gpu_check.py", "--device", "cpu", "--tiny", "--output_dir", out,
+                               "--only", "ul2_packin"], cwd=REPO, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("unknown section(s) ul2_packin; the sections: environment,", done.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
         for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex_workers2",
                      "throughput_compiled_t5_flex_workers2_batch128", "throughput_eager_t5_flex",
