@@ -144,6 +144,16 @@ def environment(check):
             "bf16": torch.cuda.is_bf16_supported() if cuda else None, "python": sys.version.split()[0]}
 
 
+def throughput_argv(check, batch_size=None):
+    """bench/pretrain_throughput.py on the check's model and shape (t5-v1_1-base, bf16, input 512; --tiny: t5-tiny,
+    fp32, 64): the start of the throughput and profile sections' commands."""
+    tiny = check.args.tiny
+    return [sys.executable, "bench/pretrain_throughput.py", "--device", check.args.device,
+            "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else "bf16",
+            "--batch_size", 2 if tiny else (batch_size or check.args.batch_size),
+            "--input_length", 64 if tiny else 512]
+
+
 def throughput(compile_, attention, workers=0, batch_size=None):
     """bench/pretrain_throughput.py's two arms; workers: the Trainer's --dataloader_num_workers (0, pre_train_t5's
     default, collates each batch inside the timed step; the bare loop collates up front either way); batch_size:
@@ -157,12 +167,8 @@ def throughput(compile_, attention, workers=0, batch_size=None):
         name = (f"throughput_{'compiled' if compile_ else 'eager'}_{attention}{f'_workers{workers}' if workers else ''}"
                 f"{f'_batch{batch_size}' if batch_size else ''}")
         json_out = check.out / "logs" / f"{name}.json"
-        argv = [sys.executable, "bench/pretrain_throughput.py", "--device", check.args.device,
-                "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else "bf16",
-                "--batch_size", 2 if tiny else (batch_size or check.args.batch_size),
-                "--input_length", 64 if tiny else 512,
-                "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10, "--attn_implementation", attention,
-                "--json_out", json_out, "--dataloader_num_workers", workers,
+        argv = [*throughput_argv(check, batch_size), "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10,
+                "--attn_implementation", attention, "--json_out", json_out, "--dataloader_num_workers", workers,
                 *(["--compile"] if compile_ else [])]
         check.command(json_out.stem, argv)
         return json.loads(json_out.read_text())
@@ -173,10 +179,8 @@ def trainer_profile(check):
     """Where the fastest arm's step goes: compiled t5_flex, the Trainer's batches from 2 loader workers (the first H100
     run profiled compiled sdpa, where SDPA's memory-efficient kernel for the biased self-attentions took 28 %)."""
     tiny = check.args.tiny
-    argv = [sys.executable, "bench/pretrain_throughput.py", "--device", check.args.device,
-            "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else "bf16",
-            "--batch_size", 2 if tiny else check.args.batch_size, "--input_length", 64 if tiny else 512,
-            "--burn_in", 1, "--steps", 1 if tiny else 5, "--profile", 12, "--profile_arm", "both",
+    argv = [*throughput_argv(check), "--burn_in", 1, "--steps", 1 if tiny else 5, "--profile", 12,
+            "--profile_arm", "both",
             *([] if tiny else ["--compile", "--attn_implementation", "t5_flex", "--dataloader_num_workers", 2])]
     text = check.command("trainer_profile", argv)
     tables = text.split("profile, ")[1:]  # the bare loop's table, then the Trainer's
