@@ -25,7 +25,10 @@ def run_cli(main):
         main()
     except UsageError as err:
         log_to_run_log_only(logging.ERROR, "error: %s", err)
-        print(f"error: {err}", file=sys.stderr)
+        # one write of the whole line: print() writes the text and its newline apart, and under a launcher every
+        # refusing rank shares the pipe, so two ranks' lines ran together on one line now and then
+        sys.stderr.write(f"error: {err}\n")
+        sys.stderr.flush()
         if in_process_group():  # refused after the launcher's group was formed: the group is not left (see below)
             exit_before_teardown(2)
         sys.exit(2)

@@ -48,6 +48,25 @@ class RunCliTest(parameterized.TestCase):
             cli.run_cli(bad_main)
         self.assertEqual(exit_info.exception.code, 2)
 
+    def test_the_error_line_is_written_whole_in_one_write(self):
+        """Ranks of one launch share stderr: a line written in two parts (text, then newline) can run into another
+        rank's line, as a torchrun refusal test once saw ("...another --output_direrror: ...")."""
+        class Writes(io.StringIO):
+            def __init__(self):
+                super().__init__()
+                self.calls = []
+
+            def write(self, text):
+                self.calls.append(text)
+                return super().write(text)
+
+        def bad_main():
+            raise UsageError("--x is wrong; pass --y")
+        stderr = Writes()
+        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit):
+            cli.run_cli(bad_main)
+        self.assertEqual(stderr.calls, ["error: --x is wrong; pass --y\n"])
+
     @parameterized.named_parameters(
         ("finished", "return", 0, "process group initialized=False"),
         ("stopped_for_preemption", "raise SystemExit(0)", 0, "process group initialized=False"),
