@@ -56,9 +56,8 @@ def main(argv=None):
                                         args.tokenizer_name_or_path == args.model_name_or_path else
                                         "--tokenizer_name_or_path")
     if args.backend == "torch":
-        model = building.load_pretrained_t5(args.model_name_or_path)
         device = "cuda" if torch.cuda.is_available() and not args.use_cpu else "cpu"
-        model.to(device)
+        model = inference.place_model(building.load_pretrained_t5(args.model_name_or_path), device, args.bf16)
 
     # 6. Tokenise: inputs cut to the length the model was trained with (the card's), counted.
     max_source_length = args.max_source_length or card.get("max_source_length") or constants.INPUT_LENGTH
@@ -84,7 +83,7 @@ def main(argv=None):
     else:
         predictions = inference.predict(model, tokenizer, input_ids, args.batch_size, label_words=label_words,
                                         max_new_tokens=max_new_tokens, num_beams=args.num_beams,
-                                        keep_sentinels=span_filling, bf16=args.bf16, progress=not args.disable_tqdm)
+                                        keep_sentinels=span_filling, progress=not args.disable_tqdm)
     seconds = time.perf_counter() - start
 
     # 9. Write one row per example, in input order.

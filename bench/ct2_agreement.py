@@ -1,5 +1,6 @@
-"""Does a quantized CTranslate2 export give a fine-tuned model's labels? predict_t5.py on a GLUE dev set with the torch
-backend (fp32) and the ctranslate2 backend (float32, int8), generation and rank scoring: agreement and accuracy.
+"""Does a quantized CTranslate2 export, or bf16, give a fine-tuned model's labels? predict_t5.py on a GLUE dev set with
+the torch backend (fp32, and bf16 weights where the hardware computes bf16, predict_t5.py's default there) and the
+ctranslate2 backend (float32, int8), generation and rank scoring: agreement and accuracy.
 
     .venv/bin/python bench/ct2_agreement.py --model_name_or_path runs/bench_quality/finetune/sst2_pretrained_seed1
     .venv/bin/python bench/ct2_agreement.py --model_name_or_path RUN --task rte --compute_types float32,int8
@@ -18,18 +19,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.predict import SHARED_DATA  # noqa: E402
+import torch  # noqa: E402
+
+from bench.predict import SHARED_DATA, has_bf16  # noqa: E402
 from t5kit.data import predict_inputs  # noqa: E402
 from t5kit.data.task_format import find_task  # noqa: E402
 from t5kit.data.task_sources import label_id  # noqa: E402
 
 
 def predict(model, task, input_file, output_file, backend, compute_type, label_scoring, max_examples):
-    """Runs predict_t5.py once; returns its predictions in input order."""
+    """Runs predict_t5.py once; returns its predictions in input order. compute_type: CTranslate2's, or for the torch
+    backend fp32 or bf16."""
     command = [sys.executable, "predict_t5.py", "--model_name_or_path", str(model), "--task", task,
                "--input_file", str(input_file), "--output_file", str(output_file), "--label_scoring", label_scoring,
                "--backend", backend, "--disable_tqdm", "true", "--max_predict_samples", str(max_examples)]
-    command += ["--bf16", "false"] if backend == "torch" else ["--compute_type", compute_type]
+    if backend == "torch":
+        command += ["--bf16", str(compute_type == "bf16").lower()]
+    else:
+        command += ["--compute_type", compute_type]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
@@ -60,13 +67,19 @@ def main(argv=None):
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         for scoring in args.label_scorings.split(","):
-            reference = predict(args.model_name_or_path, args.task, input_file, f"{folder}/{scoring}_torch.jsonl", "torch",
-                                None, scoring, args.max_examples)
+            reference = predict(args.model_name_or_path, args.task, input_file, f"{folder}/{scoring}_torch.jsonl",
+                                "torch", "fp32", scoring, args.max_examples)
             line = f"{scoring}: torch fp32 accuracy {accuracy(reference, gold):.1%}"
+            if has_bf16("cuda" if torch.cuda.is_available() else "cpu"):  # where predict_t5.py defaults to bf16
+                predictions = predict(args.model_name_or_path, args.task, input_file,
+                                      f"{folder}/{scoring}_torch_bf16.jsonl", "torch", "bf16", scoring,
+                                      args.max_examples)
+                line += (f" | torch bf16: agrees with torch fp32 on {accuracy(predictions, reference):.1%}"
+                         f", accuracy {accuracy(predictions, gold):.1%}")
             for compute_type in args.compute_types.split(","):
                 predictions = predict(args.model_name_or_path, args.task, input_file,
-                                      f"{folder}/{scoring}_ct2_{compute_type}.jsonl", "ctranslate2", compute_type, scoring,
-                                      args.max_examples)
+                                      f"{folder}/{scoring}_ct2_{compute_type}.jsonl", "ctranslate2", compute_type,
+                                      scoring, args.max_examples)
                 line += (f" | ct2 {compute_type}: agrees with torch fp32 on {accuracy(predictions, reference):.1%}"
                          f", accuracy {accuracy(predictions, gold):.1%}")
             print(line, flush=True)

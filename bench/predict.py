@@ -7,8 +7,10 @@ Same process, same model, same examples and the same number of generated tokens 
 - predictor: what predict_t5.py runs from its formatted texts: inference.tokenize_inputs (once, inside the clock),
   then inference.predict: length-sorted batches each padded to its own longest, inference mode; in the model's
   precision (fp32), as the bare loops, so the difference is the batching alone;
-- predictor bf16: the same under bf16 autocast, predict_t5.py's default where the hardware computes bf16: a GPU
-  with bf16, or a CPU with AVX512-BF16 or AMX (elsewhere the arm is left out);
+- predictor bf16: the same on a copy of the model with its weights in bf16 (inference.place_model), predict_t5.py's
+  default where the hardware computes bf16: a GPU with bf16, or a CPU with AVX512-BF16 or AMX (elsewhere the arm is
+  left out); beside it, predictor bf16 autocast: the fp32 model under bf16 autocast, what predict_t5.py ran before
+  it cast the weights, kept as that choice's baseline;
 - bare, input order: `tokenizer(batch, padding=True)` then `model.generate(**batch)` over the examples in file
   order, batches of the same size, fp32 (what a script around generate usually does);
 - bare, length-sorted: the same loop over the examples sorted by token length (what sorting alone gives);
@@ -27,6 +29,7 @@ arms take turns, --repeats rounds after a burn-in batch; each arm's best time co
 machine). The last line sums every task: all examples over all seconds, per arm.
 """
 import argparse
+import copy
 import os
 import sys
 import tempfile
@@ -85,11 +88,17 @@ def dev_texts(task_name, limit):
     return predict_inputs.read_inputs(path, task_vals, limit=limit).texts
 
 
-def predictor(model, tokenizer, texts, batch_size, max_new_tokens, bf16):
+def predictor(model, tokenizer, texts, batch_size, max_new_tokens):
     """predict_t5.py's steps 6 and 8 on formatted texts: tokenise once, predict in length-sorted batches."""
     ids, _ = inference.tokenize_inputs(tokenizer, texts, MAX_SOURCE_LENGTH)
     return inference.predict(model, tokenizer, ids, batch_size, max_new_tokens=max_new_tokens,
-                             min_length=1 + max_new_tokens, bf16=bf16, progress=False)
+                             min_length=1 + max_new_tokens, progress=False)
+
+
+def autocast_predictor(model, tokenizer, texts, batch_size, max_new_tokens, device):
+    """The predictor on the fp32 model under bf16 autocast (fp32 weights and residual stream, matmuls in bf16)."""
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        return predictor(model, tokenizer, texts, batch_size, max_new_tokens)
 
 
 def bare_loop(model, tokenizer, texts, order, batch_size, generate_kwargs, device):
@@ -163,7 +172,7 @@ def main(argv=None):
     tokenizer = building.load_tokenizer(str(SHARED_DATA / "t5_spiece"))
     model = T5ForConditionalGeneration(building.build_t5_config(args.model_size, tokenizer, 0.0))
     model.to(args.device).eval()
-    bf16 = has_bf16(args.device)
+    bf16 = inference.place_model(copy.deepcopy(model), args.device, True) if has_bf16(args.device) else None
     print(f"{args.device} ({'with' if bf16 else 'without'} bf16), {torch.get_num_threads()} threads, "
           f"{args.model_size}, batch {args.batch_size}, {args.max_new_tokens} new tokens, best of {args.repeats}")
     translators = {} if args.no_ctranslate2 else ct2_translators(model, tokenizer, args.device,
@@ -183,7 +192,8 @@ def main(argv=None):
 
 
 def bench_row(label, texts, model, tokenizer, translators, max_new_tokens, args, bf16, totals):
-    """Times every arm on `texts` (taking turns, best of --repeats), prints one line, adds to totals."""
+    """Times every arm on `texts` (taking turns, best of --repeats), prints one line, adds to totals. bf16: the
+    model's bf16 copy, or None where the device does not compute bf16."""
     # Fixed output length: min_length = max_length (+1: the decoder start token counts towards both).
     fixed = {"max_length": 1 + max_new_tokens, "min_length": 1 + max_new_tokens, "num_beams": 1}
     ids, _ = inference.tokenize_inputs(tokenizer, texts, MAX_SOURCE_LENGTH)
@@ -191,22 +201,26 @@ def bench_row(label, texts, model, tokenizer, translators, max_new_tokens, args,
     input_order = list(range(len(texts)))
     sorted_order = [i for batch in inference.length_sorted_batches(lengths, args.batch_size) for i in batch]
     arms = {
-        "predictor": lambda: predictor(model, tokenizer, texts, args.batch_size, max_new_tokens, False),
+        "predictor": lambda: predictor(model, tokenizer, texts, args.batch_size, max_new_tokens),
         "bare input order": lambda: bare_loop(model, tokenizer, texts, input_order, args.batch_size, fixed,
                                               args.device),
         "bare length-sorted": lambda: bare_loop(model, tokenizer, texts, sorted_order, args.batch_size, fixed,
                                                 args.device),
     }
     if bf16:
-        arms["predictor bf16"] = lambda: predictor(model, tokenizer, texts, args.batch_size, max_new_tokens, True)
+        arms["predictor bf16"] = lambda: predictor(bf16, tokenizer, texts, args.batch_size, max_new_tokens)
+        arms["predictor bf16 autocast"] = lambda: autocast_predictor(model, tokenizer, texts, args.batch_size,
+                                                                     max_new_tokens, args.device)
     for arm, translator in translators.items():
         arms[arm] = lambda translator=translator: ct2_predictor(translator, tokenizer, texts, args.batch_size,
                                                                 max_new_tokens)
     # Burn-in: one batch through each code path (allocator, kernels, caches) before any clock runs.
     first = list(range(min(args.batch_size, len(texts))))
     bare_loop(model, tokenizer, texts, first, args.batch_size, fixed, args.device)
-    for precision in (False, True) if bf16 else (False,):
-        predictor(model, tokenizer, texts[:len(first)], args.batch_size, max_new_tokens, precision)
+    for arm_model in (model, bf16) if bf16 else (model,):
+        predictor(arm_model, tokenizer, texts[:len(first)], args.batch_size, max_new_tokens)
+    if bf16:
+        autocast_predictor(model, tokenizer, texts[:len(first)], args.batch_size, max_new_tokens, args.device)
     for translator in translators.values():
         ct2_predictor(translator, tokenizer, texts[:len(first)], args.batch_size, max_new_tokens)
     results = best_times(arms, args.repeats, args.device)
@@ -216,7 +230,8 @@ def bench_row(label, texts, model, tokenizer, translators, max_new_tokens, args,
     same = all(outputs[name] == outputs["predictor"] for name in ("bare input order", "bare length-sorted",
                                                                   "ct2 float32") if name in outputs)
     agreement = "".join(f"; {name} agrees on {mean_equal(outputs[name], outputs['predictor']):.0%}"
-                        for name in outputs if name in ("predictor bf16", "ct2 int8", "ct2 bf16"))
+                        for name in outputs if name in ("predictor bf16", "predictor bf16 autocast", "ct2 int8",
+                                                        "ct2 bf16"))
     print(f"{label} ({len(texts)} examples): {rates_line(results, len(texts))}; padded input tokens "
           f"{padded_share(lengths, input_order, args.batch_size):.0%} vs "
           f"{padded_share(lengths, sorted_order, args.batch_size):.0%}; same fp32 predictions: {same}{agreement}",

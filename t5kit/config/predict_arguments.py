@@ -46,8 +46,9 @@ class PredictArguments(TaskInputArguments, ModelSourceArguments):
                 "its own longest."})
     use_cpu: bool = field(default=False, metadata={"help": "Stay on the CPU even where a GPU is visible."})
     bf16: bool = field(default=None, metadata={
-        "help": "bf16 autocast. Unset: on where the hardware computes bf16 (a GPU of Ampere or newer, a CPU with "
-                "AVX512-BF16 or AMX), off elsewhere; false keeps fp32 (predictions as fine-tuning evaluated them)."})
+        "help": "Predict with the weights cast to bf16 (faster than bf16 autocast). Unset: on where the hardware "
+                "computes bf16 (a GPU of Ampere or newer, a CPU with AVX512-BF16 or AMX), off elsewhere; false keeps "
+                "fp32 (predictions as fine-tuning evaluated them)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
     backend: str = field(default="torch", metadata={
         "help": "torch (transformers' generate) or ctranslate2 (the C++ engine: a run's fresh MODEL/ctranslate2 "

@@ -8,6 +8,7 @@ import pytest
 from absl.testing import absltest, parameterized
 
 from bench import ct2_agreement
+from bench.predict import has_bf16
 from t5kit.data.task_format import find_task
 from tests.helpers import require, save_tiny_t5
 
@@ -48,7 +49,9 @@ class EveryArmTest(absltest.TestCase):
             # float32 gives the torch backend's predictions (tests/model/test_ctranslate2_backend.py's parity).
             self.assertIn("ct2 float32: agrees with torch fp32 on 100.0%", line)
             self.assertRegex(line, r"ct2 int8: agrees with torch fp32 on \d+\.\d%")
-            self.assertLen(re.findall(r"accuracy \d+\.\d%", line), 3)
+            bf16 = has_bf16("cpu")  # the torch bf16 arm runs where predict_t5.py would default to it
+            self.assertEqual("torch bf16: agrees with torch fp32 on" in line, bf16)
+            self.assertLen(re.findall(r"accuracy \d+\.\d%", line), 4 if bf16 else 3)
 
 
 if __name__ == "__main__":

@@ -149,9 +149,9 @@ class PredictEndToEndTest(parameterized.TestCase):
             self.assertEqual(row["filled"], predict_inputs.fill_spans(row["input"], row["prediction"]))
             self.assertNotIn("<extra_id_", row["filled"])
 
-    def test_bf16_autocast_predicts_label_words_like_fp32(self):
-        """--bf16 true on the CPU (autocast; emulated and slow where the CPU lacks bf16, and this model is tiny):
-        label words ranked in bf16 are label words, in input order, nearly all as ranked in fp32."""
+    def test_bf16_weights_predict_label_words_like_fp32(self):
+        """--bf16 true on the CPU (the weights cast to bf16; emulated and slow where the CPU lacks bf16, and this
+        model is tiny): label words ranked in bf16 are label words, in input order, nearly all as ranked in fp32."""
         rows = dict(label_scoring="rank", max_predict_samples=EVAL_ROWS)
         fp32 = self.run_predict(require("glue/RTE/dev.tsv"), "fp32.jsonl", **rows)
         bf16 = self.run_predict(require("glue/RTE/dev.tsv"), "bf16.jsonl", bf16=True, **rows)
