@@ -87,6 +87,8 @@ def run(command, log_path):
                                 env=dict(os.environ, **OFFLINE, OMP_NUM_THREADS="2"))
     if result.returncode:
         raise SystemExit(f"{' '.join(map(str, command))} failed (exit {result.returncode}); see {log_path}")
+    # one line a finished step, so that a run stopped from outside (the GPU check's budget) shows how far it got
+    print(f"[quality] {Path(log_path).stem}: done in {time.time() - start:.0f} s", flush=True)
     return time.time() - start
 
 

@@ -1,6 +1,7 @@
 """bench/quality.py --task_adaptive: each benchmarked task's training inputs become one more pre-training file,
 labels left out; the tokenizer and the default run never see them."""
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -112,6 +113,24 @@ class WordVectorsArmTest(parameterized.TestCase):
         self.assertIn("pre-trained 73.5 +- 0.7 vs random init 65.5 +- 0.7 -> +8.0", line)
         self.assertIn("word vectors alone 74.0 +- 0.7 -> span corruption adds -0.5", line)
         self.assertIn("74.0/65.0/74.5, 73.0/66.0/73.5", line)
+
+
+class RunStepTest(absltest.TestCase):
+
+    def test_a_step_writes_its_log_and_prints_one_line_when_done(self):
+        """The GPU check stops bench/quality.py at its budget: the printed lines say how far it got."""
+        log = Path(tempfile.mkdtemp()) / "pretrain.log"
+        with mock.patch("builtins.print") as printed:
+            seconds = quality.run([sys.executable, "-c", "print('step output')"], log)
+        self.assertEqual(log.read_text(), "step output\n")
+        (line,), _ = printed.call_args
+        self.assertRegex(line, r"^\[quality\] pretrain: done in \d+ s$")
+        self.assertGreaterEqual(seconds, 0)
+
+    def test_a_failed_step_names_its_log(self):
+        log = Path(tempfile.mkdtemp()) / "tokenizer.log"
+        with self.assertRaisesRegex(SystemExit, r"failed \(exit 3\); see .*tokenizer\.log"):
+            quality.run([sys.executable, "-c", "raise SystemExit(3)"], log)
 
 
 if __name__ == "__main__":
