@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import constants  # noqa: E402
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths, random_spans_noise_mask  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
 
 BATCH_SIZE = 128
 BURN_IN, REPEATS = 3, 15  # best of 15 per arm: other processes share these 2 cores
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
 def reference_noise_mask(length, rng, noise_density, mean_noise_span_length):

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
-from bench.predict import SHARED_DATA, has_bf16  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
+from bench.predict import has_bf16  # noqa: E402
 from t5kit.data import predict_inputs  # noqa: E402
 from t5kit.data.task_format import find_task  # noqa: E402
 from t5kit.data.task_sources import label_id  # noqa: E402

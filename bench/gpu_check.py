@@ -38,7 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench.packing, run as a script from any folder
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
+from bench.paths import SHARED_DATA  # noqa: E402
+
 # bf16 vs fp32 over the last 50 logged steps: mean absolute difference of the training loss. Rounding noise moves a
 # small model's loss by a few hundredths; a broken bf16 path (overflow, a lost scale) moves it by tenths or more.
 LOSS_TOLERANCE = 0.1

@@ -15,7 +15,6 @@ mask only (wrong maths, the same shapes), which prices the segment masks alone: 
 """
 import argparse
 import itertools
-import os
 import sys
 import time
 from pathlib import Path
@@ -29,8 +28,8 @@ import constants  # noqa: E402
 from t5kit.config.pretrain_arguments import check_denoisers  # noqa: E402
 from t5kit.data import ul2  # noqa: E402
 from t5kit.model import building, packed_attention  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DENOISERS = check_denoisers(constants.UL2_DENOISERS, "ul2")
 
 

@@ -23,7 +23,6 @@ Rows:
 """
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
+sys.path.insert(0, str(ROOT))  # bench.paths, run as a script
+from bench.paths import SHARED_DATA  # noqa: E402
+
 ROWS = ("ul2", "prefix_lm", "glue_mix")
 GLUE_MIX = "glue/sst2,glue/rte,glue/cola"  # ../shared/data/glue holds each task's folder
 

@@ -13,7 +13,6 @@ tokens / all tokens of the padded batches, inputs and targets together; the last
 """
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -30,8 +29,8 @@ from t5kit.data.task_format import get_task_vals  # noqa: E402
 from t5kit.data.task_mixture import mix_task_datasets  # noqa: E402
 from t5kit.model import building  # noqa: E402
 from t5kit.train.task_trainer import length_bucket_indices  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "wnli")  # the GLUE tasks with a train.tsv in ../shared/data
 MAX_SOURCE_LENGTH = 512
 SEED = 42

@@ -30,7 +30,6 @@ machine). The last line sums every task: all examples over all seconds, per arm.
 """
 import argparse
 import copy
-import os
 import sys
 import tempfile
 import time
@@ -45,8 +44,8 @@ from t5kit.config.checks import cpu_has_native_bf16  # noqa: E402
 from t5kit.data import predict_inputs  # noqa: E402
 from t5kit.data.task_format import find_task  # noqa: E402
 from t5kit.model import building, ctranslate2_backend, inference  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 MAX_SOURCE_LENGTH = 512
 SEED = 0
 

@@ -71,8 +71,8 @@ from t5kit.model import building  # noqa: E402
 from t5kit.optim import selection  # noqa: E402
 from bench.step_profile import ProfileTimedSteps, profile_arm  # noqa: E402
 from t5kit.train.pretrain_trainer import PretrainTrainer  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Square matmul for the peak: big enough to reach the BLAS/cuBLAS plateau, small enough to time in seconds.
 MATMUL_PEAK_SIZE = {"cpu": 2048, "cuda": 8192}

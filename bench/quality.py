@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from t5kit.data.predict_inputs import read_rows  # noqa: E402
 from t5kit.data.task_format import find_task, text_columns  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", ROOT.parent / "shared" / "data"))
 LATIN1_BOOKS = ("chesterton-ball.txt", "shakespeare-caesar.txt")  # not UTF-8 (../shared/data/PROVENANCE.md)
 TASK_FOLDERS = {"sst2": "SST-2", "rte": "RTE", "cola": "CoLA"}
 TASK_METRICS = {"sst2": "eval_accuracy", "rte": "eval_accuracy", "cola": "eval_matthews_correlation"}

@@ -30,7 +30,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
            "TOKENIZERS_PARALLELISM": "false"}
 os.environ.update(OFFLINE)  # before transformers or datasets is imported
@@ -41,6 +40,7 @@ from t5kit.config.programs import PRETRAIN_FLAG_CLASSES  # noqa: E402
 from t5kit.data import corpus  # noqa: E402
 from t5kit.model.building import load_tokenizer  # noqa: E402
 from t5kit.train import checkpointing, stream_resume  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
 
 STEPS = (10, 1000)
 

@@ -34,8 +34,8 @@ from t5kit.config.arguments import T5TrainingArguments  # noqa: E402
 from t5kit.config.pretrain_arguments import PretrainDataArguments  # noqa: E402
 from t5kit.data import corpus, packed_stream  # noqa: E402
 from t5kit.model import building  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
 
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
 WORDS_PER_DOCUMENT = 400  # C4's median document is ~400 words
 NUM_FILES = 4
 

@@ -28,7 +28,8 @@ from transformers import T5ForConditionalGeneration
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.quality import SHARED_DATA, finetune, mean_std  # noqa: E402
+from bench.paths import SHARED_DATA  # noqa: E402
+from bench.quality import finetune, mean_std  # noqa: E402
 from t5kit.data.task_sources import read_delimited  # noqa: E402
 from t5kit.data.task_format import format_input, get_task_vals  # noqa: E402
 from t5kit.model.building import load_tokenizer, new_t5_model  # noqa: E402
