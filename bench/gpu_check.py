@@ -294,7 +294,7 @@ def ul2_packing(check):
 
 def packed_equivalence(check):
     """bench/packed_equivalence.py: packed rows against their examples unpacked, eager, sdpa and t5_flex (whose packed
-    encoder rows run FlexAttention with a segment block mask only on a GPU)."""
+    rows' attentions run FlexAttention with a segment block mask only on a GPU)."""
     if check.args.tiny:
         raise SectionSkipped("--tiny: tests/bench/test_packed_equivalence.py runs it on CPU, where t5_flex is SDPA")
     text = check.command("packed_equivalence", [sys.executable, "bench/packed_equivalence.py", "--device",

@@ -5,9 +5,10 @@ packed rows (t5kit/data/packing.py, model/packed_attention.py) and the same exam
     python bench/packed_equivalence.py --device cuda      # the GPU check's packed_equivalence section
     python bench/packed_equivalence.py --device cpu --tiny
 
-tests/model/test_packed_attention.py checks the same on CPU, where t5_flex runs SDPA; on a GPU t5_flex runs packed
-encoder rows through FlexAttention with a block mask of the segments (rows of 256 inputs: a multiple of its 128-wide
-blocks), which only this script exercises. Random examples over T5's vocabulary size, a random model: the maths, not
+tests/model/test_packed_attention.py checks the same on CPU, where t5_flex runs SDPA (and FlexAttention's forward);
+on a GPU t5_flex runs each attention of packed rows through FlexAttention with a block mask of the segments (rows of
+256 inputs and 128 targets, multiples of its 128-wide blocks: the encoder's self-attention, the decoder's and the
+cross-attention), whose backward only this script exercises. Random examples over T5's vocabulary size, a random model: the maths, not
 the text, is under test. The last line printed is the JSON of the figures.
 """
 import argparse
@@ -26,7 +27,7 @@ from t5kit.model import packed_attention, t5_flex_attention  # noqa: E402
 
 ATTENTIONS = ("eager", "sdpa", t5_flex_attention.NAME)
 VOCAB_SIZE = 32128  # T5's
-ROW_SHAPE = (256, 96)  # inputs: two FlexAttention blocks
+ROW_SHAPE = (256, 128)  # two FlexAttention blocks of inputs, one of targets (the first GPU run: 96 targets)
 
 
 def random_examples(count, generator):

@@ -7,8 +7,10 @@ per call:
 - unpadded encoder self-attention (packed pre-training; lengths multiples of 128) on a GPU: FlexAttention, which
   adds the bias in its score_mod and accumulates the gradient straight into the [heads, query, key] bias: 1.86x
   faster forward + backward at t5-base on an H100 (bench/attention_bias.py);
-- packed rows' encoder self-attention on a GPU (several examples per row, model/packed_attention.py): FlexAttention
-  with a block mask of the row's segments, which skips the blocks that hold no pair of the same example;
+- packed rows' attentions on a GPU (several examples per row, model/packed_attention.py), the encoder's
+  self-attention, the decoder's causal self-attention and the cross-attention, wherever both lengths are whole
+  blocks: FlexAttention with a block mask of the row's segments, which skips the blocks that hold no pair of the same
+  example (the cross-attention without a bias, T5's being all zeros there);
 - unpadded cross-attention: T5 adds an all-zero bias there, so leaving it out is exact, and without any mask SDPA
   may run its flash or cuDNN kernel;
 - everything else (padding masks, the causal decoder, dropout, CPU): transformers' own SDPA function, unchanged.
@@ -72,17 +74,20 @@ def compiled_flex_attention():
 
 
 def flex_biased_attention(query, key, value, bias, scaling, attention=None, block_mask=None):
-    """softmax(q k^T * scaling + bias) v with bias [1, heads, query, key]; returns [batch, query, heads, head_dim].
+    """softmax(q k^T * scaling + bias) v with bias [1, heads, query, key] (None: no bias); returns [batch, query,
+    heads, head_dim].
 
     The bias goes in as fp32 (its gradient is accumulated over batch rows inside the kernel, and T5's bias embedding
     is an fp32 weight anyway) and contiguous: T5 builds it by permuting [query, key, heads], and the kernel's loads
     and gradient atomics along the key axis at that stride made the layer 4x slower on an H100."""
-    bias = bias.float().contiguous()
+    score_mod = None
+    if bias is not None:
+        bias = bias.float().contiguous()
 
-    def add_bias(score, batch, head, query_index, key_index):
-        return score + bias[0, head, query_index, key_index]
+        def score_mod(score, batch, head, query_index, key_index):
+            return score + bias[0, head, query_index, key_index]
 
-    out = (attention or flex_attention_kernel())(query, key, value, score_mod=add_bias, block_mask=block_mask,
+    out = (attention or flex_attention_kernel())(query, key, value, score_mod=score_mod, block_mask=block_mask,
                                                  scale=scaling)
     return out.transpose(1, 2).contiguous()
 
@@ -93,11 +98,11 @@ def uses_flex(module, query, key, attention_mask, dropout):
 
 
 def takes_block_mask(stack, q_length, kv_length, device):
-    """Whether a packed batch's mask for this T5 stack is a FlexAttention block mask of its segments
-    (model/packed_attention.py): the encoder's self-attention where uses_flex would pick FlexAttention for an
-    unpadded row (a GPU, no dropout, whole blocks); everywhere else a dense mask for SDPA."""
+    """Whether a packed batch's mask for an attention of this T5 stack (the encoder's self-attention; the decoder's
+    self- or cross-attention) is a FlexAttention block mask of its segments (model/packed_attention.py): on a GPU,
+    without dropout, query and key lengths whole blocks; everywhere else a dense mask for SDPA."""
     dropout = stack.training and stack.config.dropout_rate > 0
-    return (stack.config._attn_implementation == NAME and not stack.is_decoder and device.type == "cuda"
+    return (stack.config._attn_implementation == NAME and device.type == "cuda"
             and not dropout and q_length % FLEX_BLOCK == 0 and kv_length % FLEX_BLOCK == 0)
 
 
@@ -111,8 +116,9 @@ def segment_block_mask(mask_function, batch_size, q_length, kv_length, device):
 def t5_flex_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
                               position_bias=None, **kwargs):
     """Same arguments and result as transformers.integrations.sdpa_attention.sdpa_attention_forward for T5."""
-    if isinstance(attention_mask, BlockMask):  # a packed row's encoder self-attention (takes_block_mask)
-        return flex_biased_attention(query, key, value, position_bias, scaling, block_mask=attention_mask), None
+    if isinstance(attention_mask, BlockMask):  # a packed row's attention (takes_block_mask)
+        bias = None if banded_attention.is_cross_attention(module) else position_bias  # cross: T5's zeros
+        return flex_biased_attention(query, key, value, bias, scaling, block_mask=attention_mask), None
     if attention_mask is None and banded_attention.is_cross_attention(module):
         # With a padding mask, transformers' function below merges it into a contiguous float mask, which keeps
         # SDPA fused; a boolean [batch, 1, query, key] mask as it comes would not.

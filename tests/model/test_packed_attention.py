@@ -220,29 +220,36 @@ class FamilyTest(OneThreadTestCase):
 
 
 class FlexBlockMaskTest(OneThreadTestCase):
-    """t5_flex gives a packed row's encoder self-attention a FlexAttention block mask on a GPU. Its forward runs on
-    CPU too (uncompiled; FlexAttention has no CPU backward), where it must give sdpa's token losses."""
+    """On a GPU t5_flex gives each attention of a packed row whose lengths are whole 128-wide blocks a FlexAttention
+    block mask: the encoder's self-attention, and with 128 targets the decoder's causal self-attention and the
+    cross-attention (which drops T5's all-zero bias). Its forward runs on CPU too (uncompiled; FlexAttention has no
+    CPU backward), where it must give sdpa's token losses."""
 
-    def test_block_mask_forward_matches_sdpa(self):
+    @parameterized.named_parameters(("encoder_only_with_96_targets", 96), ("all_three_with_128_targets", 128))
+    def test_block_mask_forward_matches_sdpa(self, target_length):
         examples = collated_examples(UL2_DENOISERS, "RXS", 2)
-        packed, _ = pack(examples, 128, 96)  # 128 inputs: whole flex blocks
+        packed, _ = pack(examples, 128, target_length)  # 128 inputs: whole flex blocks
         expected = token_losses(packed_attention.install(tiny_t5("sdpa")).eval(), packed)[1]
         model = packed_attention.install(tiny_t5(t5_flex_attention.NAME)).eval()
-        block_masks = []
-        real_flex = t5_flex_attention.flex_biased_attention
+        calls = []  # (block mask shape, whether a bias was added), in call order
+        real_flex, real_takes = t5_flex_attention.flex_biased_attention, t5_flex_attention.takes_block_mask
 
-        def recording_flex(*args, block_mask=None, **kwargs):
-            block_masks.append(block_mask)
-            return real_flex(*args, block_mask=block_mask, attention=flex_attention, **kwargs)
+        def recording_flex(query, key, value, bias, *args, block_mask=None, **kwargs):
+            calls.append((block_mask.shape, bias is not None))
+            return real_flex(query, key, value, bias, *args, block_mask=block_mask, attention=flex_attention,
+                             **kwargs)
 
-        def on_cpu_too(stack, q_length, kv_length, device):
-            return not stack.is_decoder
+        def as_on_a_gpu(stack, q_length, kv_length, device):
+            return real_takes(stack, q_length, kv_length, torch.device("cuda"))
 
-        with torch.no_grad(), mock.patch.object(t5_flex_attention, "takes_block_mask", on_cpu_too), \
+        with torch.no_grad(), mock.patch.object(t5_flex_attention, "takes_block_mask", as_on_a_gpu), \
                 mock.patch.object(t5_flex_attention, "flex_biased_attention", recording_flex):
             got = token_losses(model, packed)[1]
-        self.assertLen(block_masks, 2)  # the encoder's self-attention in each of 2 layers
-        self.assertEqual(block_masks[0].shape, (len(packed["input_ids"]), 1, 128, 128))
+        whole = (len(packed["input_ids"]), 1, 128, 128)
+        encoder = [(whole, True)] * 2  # the encoder's self-attention in each of 2 layers, biased
+        # 128 targets: each decoder layer's causal self-attention (biased), then its cross-attention (no bias)
+        decoder = [(whole, True), (whole, False)] * 2 if target_length % 128 == 0 else []
+        self.assertEqual(calls, encoder + decoder)
         scored = packed["labels"] != -100
         torch.testing.assert_close(got[scored], expected[scored], rtol=0, atol=LOSS_TOLERANCE)
 
