@@ -16,6 +16,7 @@ each to seconds on a CPU):
   with the Trainer's batches collated by 2 loader workers (also at batch 128, the nanoT5-budget recipes'), and both
   eager.
 - trainer_profile: where the Trainer arm's step goes (torch.profiler over a few steps of the compiled t5_flex arm).
+- attention_bias: bench/attention_bias.py, the biased self-attention alone, FlexAttention and its variants.
 - bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, and bf16 with
   --z_loss where the flag exists; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
 - ul2_packing: real tokens/s and padding of --objective ul2 with and without --packing (bench/packing.py's reading).
@@ -193,6 +194,16 @@ def trainer_profile(check):
     return figures
 
 
+def attention_bias(check):
+    """bench/attention_bias.py: one t5-base encoder self-attention with its learned bias, forward + backward, SDPA's
+    memory-efficient kernel against FlexAttention and its variants (bias copies per batch group, no bias gradient,
+    flash without a bias): what the step's largest cost after the matmuls (FlexAttention, 20 %) could lose. On a CPU
+    the script only says it needs a GPU, which the dry run records."""
+    text = check.command("attention_bias", [sys.executable, "bench/attention_bias.py"])
+    return {"lines": [line for line in text.splitlines()
+                      if line.startswith(("batch ", "SDPA", "FlexAttention", "skipped"))]}
+
+
 def pretrain_command(check, output_dir, steps, extra):
     tiny = check.args.tiny
     files = [str(SHARED_DATA / "gutenberg" / name) for name in TEXT_FILES]
@@ -352,7 +363,8 @@ SECTIONS = (  # name, estimated seconds on one H100 (the first run's, 2026-11-26
     ("throughput_compiled_t5_flex_workers2", 145, 0, throughput(True, "t5_flex", workers=2)),
     ("throughput_compiled_t5_flex_workers2_batch128", 150, 0, throughput(True, "t5_flex", workers=2, batch_size=128)),
     ("packed_equivalence", 50, 0, packed_equivalence),
-    ("trainer_profile", 100, 12, trainer_profile),
+    ("trainer_profile", 140, 12, trainer_profile),
+    ("attention_bias", 90, 5, attention_bias),  # not yet run: 4 compiled FlexAttention variants and 2 SDPA arms
     ("inference", 40, 10, inference),
     ("zero2", 35, 15, zero2),
     ("fsdp", 30, 12, fsdp),

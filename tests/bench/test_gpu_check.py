@@ -14,7 +14,8 @@ from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "ul2_packing", "throughput_eager_sdpa",
             "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
-            "packed_equivalence", "trainer_profile", "inference", "zero2", "fsdp", "throughput_eager_t5_flex",
+            "packed_equivalence", "trainer_profile", "attention_bias", "inference", "zero2", "fsdp",
+            "throughput_eager_t5_flex",
             "quality")
 
 
