@@ -46,10 +46,11 @@ def pad_batch(rows, pad_id, device):
 
 def place_model(model, device, bf16):
     """The model on `device`, its weights cast to bf16 where asked. Weights in bf16 rather than bf16 autocast: autocast
-    keeps fp32 weights and the fp32 residual stream, and casts every matmul's operands at every decoding step. On a
-    CPU with AMX (2 cores, t5-small, 2026-11-26) bf16 weights predicted 1.59x as many SST-2 examples a second as
-    autocast and 1.57x on 64-token translation, with the same predictions (docs/inference.md). bf16 keeps fp32's
-    exponent range, so T5's activations do not overflow as they can in fp16."""
+    keeps the fp32 weights and T5's fp32 residual stream, and casts the activations (and once a batch the weights)
+    for every matmul, at every decoding step. On a CPU with AMX (2 cores, t5-small, 2026-11-26, bench/predict.py)
+    bf16 weights predicted 1.53x as many examples a second as autocast over the seven GLUE dev sets and 1.63x on
+    64-token translation, with the same predictions (docs/inference.md). bf16 keeps fp32's exponent range, so T5's
+    activations do not overflow as they can in fp16."""
     model.to(device)
     return model.to(torch.bfloat16) if bf16 else model
 
