@@ -236,8 +236,9 @@ def quality(check):
     if check.args.tiny:
         raise SectionSkipped("--tiny: bench/quality.py's arms need minutes even at GPU speed")
     argv = [sys.executable, "bench/quality.py", "--work_dir", check.out / "runs" / "quality", "--task_adaptive",
-            "--tasks", "sst2", "--seeds", 1, 2, "--curve_steps",  # no curve: its 3 checkpoints x 2 seeds double the
-            "--pretrain_overrides",                              # fine-tuning runs (6 already: 3 arms x 2 seeds)
+            "--tasks", "sst2", "--seeds", 1, 2, "--parallel", 6,  # the 6 runs (3 arms x 2 seeds) share the GPU
+            "--curve_steps",  # no curve: its 3 checkpoints x 2 seeds would double the fine-tuning runs
+            "--pretrain_overrides",
             "--max_steps 3000 --per_device_train_batch_size 128 --bf16 true --use_cpu false",
             "--finetune_overrides", "--bf16 true --use_cpu false"]
     return {"lines": check.command("quality", argv).strip().splitlines()[-12:]}

@@ -3,6 +3,7 @@
     make bench-quality                     # the CPU recipe: --task_adaptive, SST-2/RTE/CoLA x 3 seeds, ~20 min
     python bench/quality.py --quick --task_adaptive   # ~5 min: 200 pre-training steps, one seed, SST-2 only
     python bench/quality.py --pretrain_config configs/pretrain_cpu.yaml --seeds 1 2 3 --tasks sst2 rte cola
+    python bench/quality.py --task_adaptive --parallel 6 ...   # a GPU machine: 6 fine-tuning runs share the GPU
 
 One run, all offline (../shared/data beside the repository):
 1. Corpus: the 13 Project Gutenberg books (two of them Latin-1, read as such) and the stored WikiText-2, written as
@@ -30,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,10 +70,15 @@ def parse_args(argv=None):
     parser.add_argument("--reuse", action="store_true",
                         help="Keep what --work_dir already holds (corpus, tokenizer, pre-training, fine-tunes) and "
                              "only run what is missing.")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="Fine-tuning runs at a time. 1 on a 2-core CPU (each run takes both cores); on a GPU "
+                             "machine several small runs share the GPU (the GPU check runs its 6 at once).")
     parser.add_argument("--quick", action="store_true",
                         help="Shrink it for a check: 200 pre-training steps, seed 1, SST-2 (fine-tuning keeps its 300 "
                              "steps: after 100, both arms still predict the majority class).")
     args = parser.parse_args(argv)
+    if args.parallel < 1:
+        parser.error(f"--parallel {args.parallel}: give 1 or more fine-tuning runs at a time")
     if args.quick:
         args.tasks, args.seeds, args.curve_steps = ["sst2"], [1], [100]
         args.pretrain_overrides = ["--max_steps", "200", "--eval_steps", "100", "--save_steps", "100",
@@ -148,9 +155,9 @@ def word_vectors_only_command(args, work, tokenizer):
     built (the word-vector embeddings and the seed's random init of everything else), with no checkpoints. The
     flags given last win, so these override --pretrain_overrides too (a --param_group_lr there would otherwise give
     its groups their own learning rates for that step)."""
-    return [*pretrain_command(args, work, tokenizer), "--output_dir", str(work / "word_vectors_only"), "--max_steps", "1",
-            "--learning_rate", "0", "--param_group_lr", ".*=0", "--warmup_steps", "0", "--eval_strategy", "no",
-            "--save_strategy", "no"]
+    return [*pretrain_command(args, work, tokenizer), "--output_dir", str(work / "word_vectors_only"),
+            "--max_steps", "1", "--learning_rate", "0", "--param_group_lr", ".*=0", "--warmup_steps", "0",
+            "--eval_strategy", "no", "--save_strategy", "no"]
 
 
 def finetune(args, work, task, seed, arm, model_args):
@@ -166,6 +173,15 @@ def finetune(args, work, task, seed, arm, model_args):
         for checkpoint in out.glob("checkpoint-*"):  # the bench keeps metrics, not checkpoints
             shutil.rmtree(checkpoint)
     return json.loads(metrics_file.read_text())[TASK_METRICS[task]]
+
+
+def finetune_all(args, work, runs):
+    """{(task, arm): [dev metric per seed of --seeds]} of every (task, arm, model flags) in runs, --parallel runs at a
+    time (threads, each waiting on its fine_tune_t5.py process)."""
+    with ThreadPoolExecutor(args.parallel) as pool:
+        pending = {(task, arm): [pool.submit(finetune, args, work, task, seed, arm, model_args) for seed in args.seeds]
+                   for task, arm, model_args in runs}
+        return {key: [future.result() for future in futures] for key, futures in pending.items()}
 
 
 def report_line(task, scores, num_seeds):
@@ -259,16 +275,15 @@ def main(argv=None):
         if not (args.reuse and (work / "word_vectors_only" / "model.safetensors").is_file()):
             run(word_vectors_only_command(args, work, tokenizer), work / "logs" / "word_vectors_only.log")
         arms["word_vectors_only"] = ["--model_name_or_path", str(work / "word_vectors_only")]
-    results = {task: {arm: [finetune(args, work, task, s, arm, model_args) for s in args.seeds]
-                      for arm, model_args in arms.items()} for task in args.tasks}
+    checkpoints = {f"step{step}": ["--model_name_or_path", str(pretrain_dir / f"checkpoint-{step}")]
+                   for step in curve_steps if "sst2" in args.tasks and (pretrain_dir / f"checkpoint-{step}").is_dir()}
+    runs = [(task, arm, model_args) for task in args.tasks for arm, model_args in arms.items()]
+    runs += [("sst2", arm, model_args) for arm, model_args in checkpoints.items()]
+    scores = finetune_all(args, work, runs)
+    results = {task: {arm: scores[task, arm] for arm in arms} for task in args.tasks}
     curve = {0: results.get("sst2", {}).get("random_init", []), max_steps: results.get("sst2", {}).get("pretrained")}
+    curve.update({int(arm.removeprefix("step")): scores["sst2", arm] for arm in checkpoints})
     if "sst2" in args.tasks:
-        for step in curve_steps:
-            checkpoint = pretrain_dir / f"checkpoint-{step}"
-            if checkpoint.is_dir():
-                curve[step] = [finetune(args, work, "sst2", s, f"step{step}", ["--model_name_or_path",
-                                                                               str(checkpoint)])
-                               for s in args.seeds]
         plot_curve({s: v for s, v in curve.items() if v}, work / "accuracy_vs_pretraining.png")
 
     # 5. Report.

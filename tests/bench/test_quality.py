@@ -3,6 +3,8 @@ labels left out; the tokenizer and the default run never see them."""
 import argparse
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -131,6 +133,39 @@ class RunStepTest(absltest.TestCase):
         log = Path(tempfile.mkdtemp()) / "tokenizer.log"
         with self.assertRaisesRegex(SystemExit, r"failed \(exit 3\); see .*tokenizer\.log"):
             quality.run([sys.executable, "-c", "raise SystemExit(3)"], log)
+
+
+class FinetuneAllTest(parameterized.TestCase):
+
+    @parameterized.parameters(1, 3)
+    def test_every_run_and_seed_in_order_however_many_at_a_time(self, parallel):
+        """--parallel runs several fine-tuning runs at once (a GPU machine); the scores keep their (task, arm) and
+        seed order, and no more than --parallel run together."""
+        running, most = [0], [0]
+        lock = threading.Lock()
+
+        def fake_finetune(args, work, task, seed, arm, model_args):
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+            return f"{task}/{arm}/{seed}/{model_args[0]}"
+
+        args = argparse.Namespace(parallel=parallel, seeds=[1, 2])
+        runs = [("sst2", "pretrained", ["p"]), ("sst2", "random_init", ["r"]), ("rte", "pretrained", ["p"])]
+        with mock.patch.object(quality, "finetune", fake_finetune):
+            scores = quality.finetune_all(args, Path("/unused"), runs)
+        self.assertEqual(scores, {("sst2", "pretrained"): ["sst2/pretrained/1/p", "sst2/pretrained/2/p"],
+                                  ("sst2", "random_init"): ["sst2/random_init/1/r", "sst2/random_init/2/r"],
+                                  ("rte", "pretrained"): ["rte/pretrained/1/p", "rte/pretrained/2/p"]})
+        self.assertEqual(most[0], parallel)
+
+    def test_parallel_below_one_names_the_flag(self):
+        with self.assertRaises(SystemExit), mock.patch("sys.stderr") as stderr:
+            quality.parse_args(["--parallel", "0"])
+        self.assertIn("--parallel 0", "".join(call.args[0] for call in stderr.write.call_args_list))
 
 
 if __name__ == "__main__":
