@@ -4,7 +4,6 @@ import argparse
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from unittest import mock
 
@@ -143,12 +142,13 @@ class FinetuneAllTest(parameterized.TestCase):
         seed order, and no more than --parallel run together."""
         running, most = [0], [0]
         lock = threading.Lock()
+        together = threading.Barrier(parallel, timeout=30)  # passes only when `parallel` runs wait at once
 
         def fake_finetune(args, work, task, seed, arm, model_args):
             with lock:
                 running[0] += 1
                 most[0] = max(most[0], running[0])
-            time.sleep(0.05)
+            together.wait()
             with lock:
                 running[0] -= 1
             return f"{task}/{arm}/{seed}/{model_args[0]}"
