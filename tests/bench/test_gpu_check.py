@@ -6,9 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import types
+from unittest import mock
 
 import pytest
 from absl.testing import absltest, parameterized
+
+from bench import gpu_sections
 
 from tests.helpers import REPO, require
 
@@ -88,6 +92,22 @@ class GpuCheckDryRunTest(parameterized.TestCase):
                      "throughput_compiled_t5_flex_workers2_batch128", "throughput_eager_t5_flex",
                      "packed_equivalence", "quality"):
             self.assertIn("--tiny", self.report["sections"][name]["note"])
+
+
+class CTranslate2ProbeTest(absltest.TestCase):
+    """The inference section runs the CTranslate2 arms only where the package loads and can use the device (its
+    wheels link CUDA 12, which a CUDA 13 image lacks)."""
+
+    def test_the_installed_package_runs_on_the_cpu(self):
+        self.assertTrue(gpu_sections.ctranslate2_runs("cpu"))  # requirements.txt installs it
+
+    def test_a_package_that_fails_to_load_or_sees_no_gpu_is_left_out(self):
+        with mock.patch.dict(sys.modules, {"ctranslate2": None}):  # the import raises ImportError
+            self.assertFalse(gpu_sections.ctranslate2_runs("cpu"))
+        no_gpu = types.SimpleNamespace(get_cuda_device_count=lambda: 0)
+        with mock.patch.dict(sys.modules, {"ctranslate2": no_gpu}):
+            self.assertFalse(gpu_sections.ctranslate2_runs("cuda"))
+            self.assertTrue(gpu_sections.ctranslate2_runs("cpu"))
 
 
 if __name__ == "__main__":
