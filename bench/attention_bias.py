@@ -72,9 +72,12 @@ def make_flex_attention(groups=1, bias_gradient=True):
     compiled = torch.compile(flex_attention)  # FlexAttention is fast only compiled
 
     def flex(q, k, v, bias, grad_out):
-        copies = (bias if bias_gradient else bias.detach()).unsqueeze(0).repeat(groups, 1, 1, 1)
+        table = bias if bias_gradient else bias.detach()
+        copies = table.unsqueeze(0).repeat(groups, 1, 1, 1) if groups > 1 else None
 
         def add_bias(score, batch, head, q_index, kv_index):
+            if copies is None:  # the plain arm reads the bias as t5_flex does
+                return score + table[head, q_index, kv_index]
             return score + copies[batch % groups, head, q_index, kv_index]
         out = compiled(q, k, v, score_mod=add_bias, scale=1.0)
         out.backward(grad_out)
