@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from bench.paths import ROOT, SHARED_DATA
+from t5kit.config.checks import cpu_has_native_bf16
 
 # bf16 vs fp32 over the last 50 logged steps: mean absolute difference of the training loss. Rounding noise moves a
 # small model's loss by a few hundredths; a broken bf16 path (overflow, a lost scale) moves it by tenths or more.
@@ -129,7 +130,7 @@ def bf16_correctness(check):
     arms = {"fp32": ["--bf16", "false"], "bf16": ["--bf16", "true"]}
     if has_flag("pre_train_t5.py", "--z_loss"):
         arms["bf16_z_loss"] = ["--bf16", "true", "--z_loss", "1e-4"]
-    if check.args.device == "cpu" and not cpu_computes_bf16():
+    if check.args.device == "cpu" and not cpu_has_native_bf16():
         arms = {"fp32": arms["fp32"]}  # emulated bf16 runs ~40x slower on such a CPU: nothing to learn from it
     curves, precisions = {}, {}
     for name, extra in arms.items():
@@ -158,13 +159,6 @@ def ran_bf16(output_dir):
 def mean_gap(losses, reference, last=50):
     pairs = list(zip(losses, reference))[-last:]
     return sum(abs(a - b) for a, b in pairs) / len(pairs)
-
-
-def cpu_computes_bf16():
-    import torch
-
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported",
-                                                                         "_is_amx_tile_supported"))
 
 
 def ul2_packing(check):

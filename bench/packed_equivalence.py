@@ -8,8 +8,8 @@ packed rows (t5kit/data/packing.py, model/packed_attention.py) and the same exam
 tests/model/test_packed_attention.py checks the same on CPU, where t5_flex runs SDPA (and FlexAttention's forward);
 on a GPU t5_flex runs each attention of packed rows through FlexAttention with a block mask of the segments (rows of
 256 inputs and 128 targets, multiples of its 128-wide blocks: the encoder's self-attention, the decoder's and the
-cross-attention), whose backward only this script exercises. Random examples over T5's vocabulary size, a random model: the maths, not
-the text, is under test. The last line printed is the JSON of the figures.
+cross-attention), whose backward only this script exercises. Random examples over T5's vocabulary size, a random
+model: the maths, not the text, is under test. The last line printed is the JSON of the figures.
 """
 import argparse
 import json

@@ -51,8 +51,7 @@ def place_model(model, device, bf16):
     bf16 weights predicted 1.53x as many examples a second as autocast over the seven GLUE dev sets and 1.63x on
     64-token translation, with the same predictions (docs/inference.md). bf16 keeps fp32's exponent range, so T5's
     activations do not overflow as they can in fp16."""
-    model.to(device)
-    return model.to(torch.bfloat16) if bf16 else model
+    return model.to(device=device, dtype=torch.bfloat16 if bf16 else None)
 
 
 def decode_texts(tokenizer, ids, keep_sentinels=False) -> list:
