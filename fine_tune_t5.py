@@ -73,7 +73,8 @@ def main(argv=None):
 
     # 5. Tokenizer, model (load_pretrained_t5 refuses a folder that is not an encoder-decoder); --peft lora wraps
     # it in adapters, after it is sized to the tokenizer and before the optimizer sees its parameters.
-    tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu)
+    tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu,
+                                                         activation_dtype=training_args.activation_dtype)
     if training_args.peft:
         model = lora.apply_lora(model, training_args.lora_r, training_args.lora_alpha, training_args.lora_dropout,
                                 training_args.lora_target_modules)

@@ -75,7 +75,8 @@ def main(argv=None):
     set_seed(training_args.seed)
 
     # 5. Tokenizer, model
-    tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu, ul2.mode_tokens(denoisers))
+    tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu, ul2.mode_tokens(denoisers),
+                                                         training_args.activation_dtype)
     resume.check_checkpoint_fits(resume_point.checkpoint, model)
     if training_args.packing:  # the segment masks need T5's attention (eager, sdpa, t5_flex): LongT5 cannot take them
         packed_attention.check_packable(model)

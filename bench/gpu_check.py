@@ -13,12 +13,12 @@ first; --tiny shrinks each to seconds on a CPU):
 - environment: the device, torch / transformers / accelerate / deepspeed versions, bf16 support.
 - throughput_*: bench/pretrain_throughput.py (Trainer vs bare loop, tokens/s, MFU against the card's bf16 spec) for
   t5-v1_1-base, bf16, input 512 / target 114, batch 64: compiled sdpa with pre_train_t5's defaults, compiled t5_flex
-  with the Trainer's batches collated by 2 loader workers (also at batch 128, the nanoT5-budget recipes'), and both
-  eager.
+  with the Trainer's batches collated by 2 loader workers (also at batch 128, the nanoT5-budget recipes', and there
+  with --activation_dtype bfloat16), and both eager.
 - trainer_profile: where the Trainer arm's step goes (torch.profiler over a few steps of the compiled t5_flex arm).
 - attention_bias: bench/attention_bias.py, the biased self-attention alone, FlexAttention and its variants.
-- bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, and bf16 with
-  --z_loss where the flag exists; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
+- bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, bf16 with
+  --z_loss and bf16 with --activation_dtype bfloat16 where the flags exist; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
 - ul2_packing: real tokens/s and padding of --objective ul2 with and without --packing (bench/packing.py's reading).
 - packed_equivalence: packed rows against their examples unpacked, per attention implementation, t5_flex included
   (bench/packed_equivalence.py).
@@ -125,11 +125,13 @@ SECTIONS = (  # name, estimated seconds on one H100 (as measured 2026-11-26 wher
     # packing's gain; then what names the Trainer's gap and what has never run on a GPU; the rest as time allows.
     ("environment", 10, 5, environment),
     ("throughput_compiled_sdpa", 125, 0, throughput(True, "sdpa")),
-    ("bf16_correctness", 120, 25, bf16_correctness),
+    ("bf16_correctness", 120, 35, bf16_correctness),
     ("ul2_packing", 90, 15, ul2_packing),
     ("throughput_eager_sdpa", 45, 12, throughput(False, "sdpa")),  # compile's gain; the dry run's Trainer arm
     ("throughput_compiled_t5_flex_workers2", 145, 0, throughput(True, "t5_flex", workers=2)),
     ("throughput_compiled_t5_flex_workers2_batch128", 150, 0, throughput(True, "t5_flex", workers=2, batch_size=128)),
+    ("throughput_compiled_t5_flex_workers2_batch128_bf16_activations", 150, 0,  # not yet run: T5X's bf16 stream
+     throughput(True, "t5_flex", workers=2, batch_size=128, activation_dtype="bfloat16")),
     ("packed_equivalence", 50, 0, packed_equivalence),
     ("trainer_profile", 140, 12, trainer_profile),
     ("attention_bias", 90, 5, attention_bias),  # not yet run: 4 compiled FlexAttention variants and 2 SDPA arms

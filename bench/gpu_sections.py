@@ -47,10 +47,11 @@ def throughput_argv(check, batch_size=None):
             "--input_length", 64 if tiny else 512]
 
 
-def throughput(compile_, attention, workers=0, batch_size=None):
+def throughput(compile_, attention, workers=0, batch_size=None, activation_dtype="float32"):
     """bench/pretrain_throughput.py's two arms; workers: the Trainer's --dataloader_num_workers (0, pre_train_t5's
     default, collates each batch inside the timed step; the bare loop collates up front either way); batch_size:
-    other than --batch_size (128: the nanoT5-budget recipes' per-device batch, whose step their hours project)."""
+    other than --batch_size (128: the nanoT5-budget recipes' per-device batch, whose step their hours project);
+    activation_dtype: bfloat16 runs the residual stream in bf16 (--activation_dtype), in both arms."""
     def section(check):
         tiny = check.args.tiny
         if tiny and compile_:
@@ -58,11 +59,12 @@ def throughput(compile_, attention, workers=0, batch_size=None):
         if tiny and attention == "t5_flex":
             raise SectionSkipped("--tiny: on a CPU t5_flex runs SDPA, the sdpa arm's kernels")
         name = (f"throughput_{'compiled' if compile_ else 'eager'}_{attention}{f'_workers{workers}' if workers else ''}"
-                f"{f'_batch{batch_size}' if batch_size else ''}")
+                f"{f'_batch{batch_size}' if batch_size else ''}"
+                f"{'_bf16_activations' if activation_dtype == 'bfloat16' else ''}")
         json_out = check.out / "logs" / f"{name}.json"
         argv = [*throughput_argv(check, batch_size), "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10,
                 "--attn_implementation", attention, "--json_out", json_out, "--dataloader_num_workers", workers,
-                *(["--compile"] if compile_ else [])]
+                "--activation_dtype", activation_dtype, *(["--compile"] if compile_ else [])]
         check.command(json_out.stem, argv)
         return json.loads(json_out.read_text())
     return section
@@ -130,6 +132,8 @@ def bf16_correctness(check):
     arms = {"fp32": ["--bf16", "false"], "bf16": ["--bf16", "true"]}
     if has_flag("pre_train_t5.py", "--z_loss"):
         arms["bf16_z_loss"] = ["--bf16", "true", "--z_loss", "1e-4"]
+    if has_flag("pre_train_t5.py", "--activation_dtype"):  # T5X's bf16 residual stream
+        arms["bf16_activations"] = ["--bf16", "true", "--activation_dtype", "bfloat16"]
     if check.args.device == "cpu" and not cpu_has_native_bf16():
         arms = {"fp32": arms["fp32"]}  # emulated bf16 runs ~40x slower on such a CPU: nothing to learn from it
     curves, precisions = {}, {}

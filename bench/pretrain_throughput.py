@@ -31,19 +31,18 @@ prepares the next one, as in training, and a sync at every step would stop that 
 host fetches the batch and launches the step), which is not what a run sees. --timing steps (the default on cpu,
 where nothing overlaps) reads it at every step; tokens/s (encoder + decoder tokens) then come from the fastest
 timed step of each arm, medians printed beside them: on a shared CPU machine other processes slow some steps down,
-and such a step says nothing about either arm (bench/collator.py keeps the best for the same reason). Running both
-on a GPU shows what a sync per step costs. Mean losses of the two arms are printed side by side: equal
-losses show equal model, batches and optimizer. FLOPs per step are counted exactly, once, by
+and such a step says nothing about either arm (bench/collator.py keeps the best for the same reason). Mean losses
+of the two arms are printed side by side: equal losses show equal model, batches and optimizer. FLOPs per step: by
 torch.utils.flop_counter.FlopCounterMode over one forward+backward of the model on the meta device (matmuls only:
 mm/bmm/addmm/attention, the MFU convention; optimizer and elementwise work are not counted). It is below the
 6 x parameters x tokens rule (0.425 vs 0.662 TFLOP for t5-small, batch 4) because encoder weights see only the
 512 input tokens and decoder weights only the 114 targets. The peak is the fastest of a few square matmuls at the
 arm's dtype, measured in the same run, before and after the arms. Timings are printed, never asserted.
 
-On CPU: torch's bf16 GEMM needs AVX512-BF16 or AMX; without them (this AVX2 machine) bf16 matmuls run 5-10x slower
-than fp32 ones and an autocast step ~40x slower, so --dtype both skips bf16 there and says so. With 2 threads on
-2 cores, a step slows 2-4x whenever another process takes a core (OpenMP threads wait on each other); --threads 1
-degrades gracefully, so on a busy machine compare arms at --threads 1. The load average is printed for this reason.
+On CPU: without AVX512-BF16 or AMX bf16 matmuls run 5-10x slower than fp32 and an autocast step ~40x slower, so
+--dtype both skips bf16 there and says so. With 2 threads on 2 cores, a step slows 2-4x whenever another process
+takes a core: on a busy machine compare arms at --threads 1. --activation_dtype bfloat16: the bf16 arms' residual
+stream in bf16 (building.cast_residual_stream_under_autocast), in both arms.
 """
 import argparse
 import gc
@@ -65,7 +64,8 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from transformers import PrinterCallback, TrainerCallback, get_scheduler, set_seed  # noqa: E402
 
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
-from t5kit.config.arguments import ATTN_IMPLEMENTATIONS, ModelArguments, T5TrainingArguments  # noqa: E402
+from t5kit.config.arguments import (ACTIVATION_DTYPES, ATTN_IMPLEMENTATIONS, ModelArguments,  # noqa: E402
+                                    T5TrainingArguments)
 from t5kit.config.pretrain_arguments import SpanCorruptionArguments  # noqa: E402
 from t5kit.model import building  # noqa: E402
 from t5kit.optim import selection  # noqa: E402
@@ -101,6 +101,8 @@ def parse_args(argv=None):
                         help="CUDA: TF32 for fp32 matmuls in both arms (Trainer's --tf32), incl. those autocast leaves")
     parser.add_argument("--attn_implementation", choices=ATTN_IMPLEMENTATIONS, default="sdpa",
                         help="T5 attention kernels, as pre_train_t5's --attn_implementation")
+    parser.add_argument("--activation_dtype", choices=ACTIVATION_DTYPES, default="float32",
+                        help="bf16 arms' residual stream, as pre_train_t5's --activation_dtype (fp32 arms: float32)")
     parser.add_argument("--optim", choices=("adamw_torch_fused", "adafactor"), default="adamw_torch_fused",
                         help="both arms' optimizer (Trainer's --optim; adafactor: T5's settings, grouped_adafactor.py)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU (default: torch's)")
@@ -109,8 +111,7 @@ def parse_args(argv=None):
     parser.add_argument("--profile", type=int, default=0, metavar="ROWS",
                         help="after the timed arms, profile the bare loop's timed steps once more (torch.profiler) and "
                              "print the ROWS ops that take the most self time on the device: where a step's time goes")
-    parser.add_argument("--profile_trace", default=None, metavar="FILE.json",
-                        help="with --profile: also write the Chrome/Perfetto trace there")
+    parser.add_argument("--profile_trace", metavar="FILE.json", help="with --profile: the Chrome/Perfetto trace too")
     parser.add_argument("--timing", choices=("span", "steps"), default=None,
                         help="span: synchronize only where the clock starts and stops, report the mean step (what "
                              "training sees: steps overlap on the GPU); steps: synchronize at every step, report the "
@@ -201,7 +202,8 @@ def make_training_args(args, output_dir, dtype_name):
         extra["train_sampling_strategy"] = "sequential"  # the bare loop's batch order; same cost as random
     return T5TrainingArguments(
         output_dir=output_dir, per_device_train_batch_size=args.batch_size, max_steps=args.burn_in + args.steps,
-        bf16=dtype_name == "bf16", tf32=args.tf32 or None, torch_compile=args.compile,
+        bf16=dtype_name == "bf16", activation_dtype=args.activation_dtype if dtype_name == "bf16" else "float32",
+        tf32=args.tf32 or None, torch_compile=args.compile,
         torch_compile_mode=args.compile_mode, optim=args.optim,
         use_cpu=args.device == "cpu", seed=args.seed, dataloader_num_workers=args.dataloader_num_workers,
         save_strategy="no", report_to="none", disable_tqdm=True, **extra)
@@ -212,7 +214,7 @@ def build_model(args, tokenizer, training_args):
     set_seed(training_args.seed)
     model_args = ModelArguments(model_size=args.model_size, tokenizer_name_or_path=str(SHARED_DATA / "t5_spiece"),
                                 attn_implementation=args.attn_implementation)
-    return building.build_model(model_args, tokenizer, use_cpu=args.device == "cpu")
+    return building.build_model(model_args, tokenizer, args.device == "cpu", training_args.activation_dtype)
 
 
 def reads_clock(step, burn_in, last_step, timing):
@@ -389,7 +391,7 @@ def main(argv=None):
                             flops_per_step))
     if args.json_out:
         settings = {name: getattr(args, name) for name in ("model_size", "batch_size", "input_length", "compile",
-                                                           "attn_implementation", "optim", "steps")}
+                                                           "attn_implementation", "activation_dtype", "optim", "steps")}
         Path(args.json_out).write_text(json.dumps({**settings, "target_length": target_length,
                                                    "flops_per_step": flops_per_step, "arms": arms}, indent=2))
 

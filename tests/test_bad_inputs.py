@@ -125,6 +125,14 @@ CASES = {
                         "--z_loss=-0.0001 must be >= 0 (T5X uses 1e-4; 0 turns it off)"),
     "negative_z_loss_fine_tuning": ("fine_tune_t5", lambda w: finetune(w, z_loss=-1),
                                     "--z_loss=-1.0 must be >= 0"),
+    "activation_dtype_without_bf16": ("pre_train_t5", lambda w: pretrain(w, activation_dtype="bfloat16"),
+                                      "--activation_dtype bfloat16 casts the residual stream under bf16 autocast, "
+                                      "which is off; add --bf16 true"),
+    "activation_dtype_with_fp16": ("fine_tune_t5", lambda w: finetune(w, activation_dtype="bfloat16", fp16=True),
+                                   "--activation_dtype bfloat16 casts the residual stream under bf16 autocast"),
+    "activation_dtype_choice": ("pre_train_t5", lambda w: pretrain(w, activation_dtype="float16"),
+                                "--activation_dtype='float16' is not a valid choice; did you mean 'bfloat16' or "
+                                "'float32'?"),
     "lm_head_init": ("pre_train_t5", lambda w: pretrain(w, lm_head_init="mesh"),
                      "--lm_head_init='mesh' is not a valid choice; choices: t5x, hf"),
     "nan_policy_skip_under_deepspeed": ("pre_train_t5", lambda w: pretrain(

@@ -20,6 +20,7 @@ from t5kit.errors import UsageError, one_line
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "t5_flex")
 NAN_POLICIES = ("stop", "skip")
+ACTIVATION_DTYPES = ("float32", "bfloat16")
 LABEL_SCORING_CHOICES = ("generate", "rank")
 MIN_SOURCE_LENGTH = 2  # one token of text and EOS
 T5_SOURCE_LENGTH = 512  # input tokens T5 was fine-tuned with: fine-tuning's --max_source_length when unset
@@ -169,6 +170,11 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
                 "averaged over the target tokens as the cross-entropy is, to the training loss (T5X pre-trains with "
                 "1e-4; it keeps the logits from drifting, which bf16 cannot hold well). Logged as z_loss (the logged "
                 "loss includes it; eval_loss does not). 0 (default): off. See train/z_loss.py."})
+    activation_dtype: str = field(default="float32", metadata={
+        "help": "The residual stream's dtype under --bf16: float32 (default; autocast runs only the matmuls in bf16, "
+                "as HF does) or bfloat16 (T5X's activation_dtype: the embeddings' outputs are cast, so the residual "
+                "adds, dropouts and norms read and write bf16; parameters, gradients, optimizer states and the loss "
+                "stay fp32). Needs --bf16. See docs/performance.md (bf16 activations).", "choices": ACTIVATION_DTYPES})
     packing: bool = field(default=False, metadata={
         "help": "Pack several whole examples into each training row, kept apart by segment ids (T5X/seqio's "
                 "packing), instead of padding each: rows of --input_length inputs (fine-tuning: "
@@ -202,6 +208,9 @@ class T5TrainingArguments(Seq2SeqTrainingArguments):
         # The Trainer checks again with accelerate's DeepSpeed config too; --deepspeed is known here already.
         checks.check_nan_policy(self.nan_policy, deepspeed=bool(self.deepspeed))
         self.bf16 = checks.check_precision(self.bf16, self.fp16, self.use_cpu)
+        if self.activation_dtype == "bfloat16" and not self.bf16:
+            raise UsageError("--activation_dtype bfloat16 casts the residual stream under bf16 autocast, which is off; "
+                             "add --bf16 true (a GPU with bf16, or --use_cpu true) or keep --activation_dtype float32")
         self.accelerator_config = checks.with_non_blocking_copies(self.accelerator_config,
                                                                   self.dataloader_pin_memory)
         launch_checks.check_launch_configs(self)

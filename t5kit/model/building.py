@@ -215,9 +215,10 @@ def choose_attn_implementation(model, requested):
     return requested
 
 
-def build_model(model_args, tokenizer, use_cpu=False):
+def build_model(model_args, tokenizer, use_cpu=False, activation_dtype="float32"):
     """Random init from --model_size, or the model at --model_name_or_path; resized to the tokenizer. `use_cpu`
-    (--use_cpu): training stays on the CPU even where a GPU is visible."""
+    (--use_cpu): training stays on the CPU even where a GPU is visible; `activation_dtype` (--activation_dtype):
+    bfloat16 keeps the residual stream in bf16 under autocast (cast_residual_stream_under_autocast)."""
     if model_args.attn_implementation == t5_flex_attention.NAME:
         t5_flex_attention.check_gpu_generation(use_cpu)
     if model_args.model_name_or_path:
@@ -237,6 +238,8 @@ def build_model(model_args, tokenizer, use_cpu=False):
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
     cast_position_bias_under_autocast(model)
+    if activation_dtype == "bfloat16":
+        cast_residual_stream_under_autocast(model)
     model.set_attn_implementation(choose_attn_implementation(model, model_args.attn_implementation))
     warn_if_t5_attention_runs_unfused(transformers.__version__)
     return model
@@ -260,14 +263,30 @@ def cast_position_bias_under_autocast(model):
         if getattr(module, "has_relative_attention_bias", False):  # the T5 family's attention classes
             for bias in ("relative_attention_bias", "global_relative_attention_bias"):  # the second: LongT5 TGlobal
                 if isinstance(getattr(module, bias, None), torch.nn.Embedding):
-                    getattr(module, bias).register_forward_hook(_bias_to_autocast_dtype)
+                    getattr(module, bias).register_forward_hook(_output_to_autocast_dtype)
 
 
-def _bias_to_autocast_dtype(module, inputs, bias):
-    device_type = bias.device.type
+def cast_residual_stream_under_autocast(model):
+    """--activation_dtype bfloat16, T5X's bf16 activations with fp32 parameters. Under autocast only the matmuls run
+    in bf16: T5's residual stream starts as the fp32 output of its embedding and every residual add of a bf16 layer
+    output keeps it fp32, so the adds, dropouts and norms between the matmuls read and write fp32. Casting the
+    encoder's and decoder's embedding outputs makes that stream bf16 from the first layer on, as in T5X (its
+    `activation_dtype`), halving that traffic; the norms still compute their variance in fp32, the loss stays fp32,
+    and parameters, gradients and optimizer states keep their fp32. Without autocast (fp32 runs, predict_t5) the
+    hooks return the embeddings unchanged. Returns the number of modules hooked: 1 where both stacks read `shared`
+    (share_input_embedding), 2 where each holds its own."""
+    stacks = (model.get_encoder(), model.get_decoder())
+    modules = {id(stack.embed_tokens): stack.embed_tokens for stack in stacks}.values()
+    for module in modules:
+        module.register_forward_hook(_output_to_autocast_dtype)
+    return len(modules)
+
+
+def _output_to_autocast_dtype(module, inputs, output):
+    device_type = output.device.type
     if torch.is_autocast_enabled(device_type):
-        return bias.to(torch.get_autocast_dtype(device_type))
-    return bias
+        return output.to(torch.get_autocast_dtype(device_type))
+    return output
 
 
 def add_mode_tokens(tokenizer, tokens):
@@ -295,14 +314,14 @@ def add_mode_tokens(tokenizer, tokens):
     return missing
 
 
-def load_tokenizer_and_model(model_args, use_cpu=False, mode_tokens=()):
+def load_tokenizer_and_model(model_args, use_cpu=False, mode_tokens=(), activation_dtype="float32"):
     """Step 5 of every entry script: the checked tokenizer (with UL2's paradigm tokens where the objective has
     them), then the model sized to it."""
     if model_args.model_name_or_path:  # a folder of another architecture is a model problem, said as such
         load_model_config(model_args.model_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
     tokenizer = load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
     add_mode_tokens(tokenizer, mode_tokens)
-    return tokenizer, build_model(model_args, tokenizer, use_cpu)
+    return tokenizer, build_model(model_args, tokenizer, use_cpu, activation_dtype)
 
 
 def count_parameters(model):

@@ -31,7 +31,8 @@ CARD_SECTION = "t5kit"  # our metadata key: tasks, custom task specs, input leng
 PIPELINE_TAG = "text2text-generation"
 DECIMALS = 4  # shown in the body; the metadata holds the exact values
 FLAG_ROWS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "optim",
-             "per_device_train_batch_size", "gradient_accumulation_steps", "seed", "z_loss")
+             "per_device_train_batch_size", "gradient_accumulation_steps", "seed", "z_loss",
+             "activation_dtype")
 
 CARD_TEMPLATE = """---
 {{ card_data }}

@@ -13,12 +13,12 @@ import pytest
 from absl.testing import absltest, parameterized
 
 from bench import gpu_sections
-
+from t5kit.config.checks import cpu_has_native_bf16
 from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "ul2_packing", "throughput_eager_sdpa",
             "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
-            "packed_equivalence", "trainer_profile", "attention_bias", "inference", "zero2", "fsdp",
+            "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "packed_equivalence", "trainer_profile", "attention_bias", "inference", "zero2", "fsdp",
             "throughput_eager_t5_flex",
             "quality")
 
@@ -58,6 +58,9 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertTrue(all(a["all_finite"] for a in bf16["figures"]["arms"].values()), bf16)
         self.assertTrue(bf16["figures"]["arms"]["fp32"]["within_tolerance"])  # fp32 against itself: gap 0
         self.assertFalse(bf16["figures"]["arms"]["fp32"]["bf16"])  # read back from the run's config.yaml
+        if cpu_has_native_bf16():  # elsewhere the section runs fp32 alone
+            self.assertEqual(set(bf16["figures"]["arms"]), {"fp32", "bf16", "bf16_z_loss", "bf16_activations"})
+            self.assertTrue(bf16["figures"]["arms"]["bf16_activations"]["bf16"])
 
     def test_packing_reports_padding_and_real_tokens_of_both_arms(self):
         section = self.report["sections"]["ul2_packing"]
@@ -89,7 +92,8 @@ class GpuCheckDryRunTest(parameterized.TestCase):
 
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
         for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex_workers2",
-                     "throughput_compiled_t5_flex_workers2_batch128", "throughput_eager_t5_flex",
+                     "throughput_compiled_t5_flex_workers2_batch128",
+                     "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "throughput_eager_t5_flex",
                      "packed_equivalence", "quality"):
             self.assertIn("--tiny", self.report["sections"][name]["note"])
 

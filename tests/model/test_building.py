@@ -1,21 +1,23 @@
 """model/building.py: every --model_size preset builds the architecture its T5 version has (parameter counts with
 T5's 32,128-row vocabulary; T5 1.0 ties lm_head to the embedding, T5 v1.1 does not), an untied head keeps its
 own values through save, load, resume and resize_token_embeddings, and --dropout_rate applies where it is given;
-SDPA gets T5's position bias in the query dtype under autocast, and an older transformers is named."""
+SDPA gets T5's position bias in the query dtype under autocast, --activation_dtype bfloat16 makes the residual
+stream bf16 under autocast, and an older transformers is named."""
+import json
 from unittest import mock
 
 import pytest
 import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
-from transformers import T5Config, T5ForConditionalGeneration
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
 
 import constants
 from t5kit.config.arguments import ModelArguments
 from t5kit.errors import UsageError
 from t5kit.model import building
 from t5kit.train import resume
-from tests.helpers import TinyRunTestCase, pre_train, tiny_run_flags
+from tests.helpers import OneThreadTestCase, TinyRunTestCase, fine_tune, pre_train, tiny_flags, tiny_run_flags
 
 T5_VOCAB_SIZE = 32128  # 32,100 pieces padded to a multiple of 128, as in the released checkpoints
 
@@ -291,6 +293,98 @@ class PositionBiasDtypeTest(absltest.TestCase):
         error_before = (bf16_before - fp32_before).abs().mean()
         error_after = (bf16_after - fp32_before).abs().mean()
         self.assertLessEqual(float(error_after), 1.1 * float(error_before))
+
+
+class ResidualStreamDtypeTest(parameterized.TestCase):
+    """--activation_dtype bfloat16 (building.cast_residual_stream_under_autocast): under autocast every T5 block of
+    the encoder and decoder takes a bf16 residual stream (fp32 without the hooks), fp32 runs are bit-identical, the
+    parameters and their gradients stay fp32, and the logits stay near fp32's."""
+
+    @staticmethod
+    def model(model_type="t5"):
+        torch.manual_seed(0)
+        config = AutoConfig.for_model(model_type, vocab_size=128, d_model=64, d_ff=128, d_kv=16, num_layers=2,
+                                      num_heads=4, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        return AutoModelForSeq2SeqLM.from_config(config)
+
+    @staticmethod
+    def forward_backward(model, autocast):
+        """(logits, dtypes of the hidden states entering each block, dtypes of the parameters' gradients)."""
+        torch.manual_seed(1)
+        ids, labels = torch.randint(2, 128, (4, 24)), torch.randint(2, 128, (4, 8))
+        entering = []
+        hooks = [block.register_forward_pre_hook(lambda module, args: entering.append(args[0].dtype))
+                 for block in [*model.encoder.block, *model.decoder.block]]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            output = model(input_ids=ids, labels=labels)
+        output.loss.backward()
+        for hook in hooks:
+            hook.remove()
+        grads = {p.grad.dtype for p in model.parameters() if p.grad is not None}
+        model.zero_grad(set_to_none=True)
+        return output.logits.detach().float(), entering, grads
+
+    @parameterized.parameters("t5", "mt5", "umt5", "longt5")
+    def test_every_block_takes_a_bf16_stream_under_autocast_only(self, model_type):
+        model = self.model(model_type)
+        fp32_before, _, _ = self.forward_backward(model, False)
+        _, entering, _ = self.forward_backward(model, True)
+        self.assertEqual(set(entering), {torch.float32})  # autocast alone: the stream between the matmuls is fp32
+        self.assertEqual(building.cast_residual_stream_under_autocast(model), 2)  # encoder's and decoder's
+        fp32_after, entering_fp32, grads_fp32 = self.forward_backward(model, False)
+        _, entering, grads = self.forward_backward(model, True)
+        self.assertEqual(entering, [torch.bfloat16] * 4)  # 2 encoder + 2 decoder blocks
+        self.assertEqual(set(entering_fp32), {torch.float32})
+        self.assertTrue(torch.equal(fp32_after, fp32_before))
+        self.assertEqual(grads | grads_fp32 | {p.dtype for p in model.parameters()}, {torch.float32})
+
+    def test_logits_stay_near_fp32(self):
+        model = self.model()
+        fp32, _, _ = self.forward_backward(model, False)
+        bf16_matmuls, _, _ = self.forward_backward(model, True)
+        building.cast_residual_stream_under_autocast(model)
+        bf16_stream, _, _ = self.forward_backward(model, True)
+        scale = fp32.abs().mean()
+        matmul_error = float((bf16_matmuls - fp32).abs().mean() / scale)
+        stream_error = float((bf16_stream - fp32).abs().mean() / scale)
+        self.assertLess(stream_error, 0.02)  # bf16 keeps ~3 significant digits
+        self.assertLess(stream_error, 4 * matmul_error)
+        self.assertFalse(torch.equal(bf16_stream, bf16_matmuls))  # the hooks did change the computation
+
+    def test_build_model_hooks_only_for_bfloat16(self):
+        args = ModelArguments(model_size="t5-tiny", tokenizer_name_or_path="t5")
+        for activation_dtype, hooks in (("float32", 0), ("bfloat16", 1)):
+            model = building.build_model(args, LmHeadInitTest.Tokenizer(), activation_dtype=activation_dtype)
+            self.assertEqual([len(model.encoder.embed_tokens._forward_hooks),
+                              len(model.decoder.embed_tokens._forward_hooks)], [hooks, hooks])
+
+
+class ActivationDtypeRunTest(OneThreadTestCase):
+    """--bf16 true --activation_dtype bfloat16 on the CPU: both entry scripts train with finite losses that differ
+    from the float32 stream's, and config.yaml and the model card record the flag."""
+
+    def losses(self, out):
+        history = json.loads((out / "metrics.json").read_text())["log_history"]
+        return [entry["loss"] for entry in history if "loss" in entry]
+
+    def test_pretraining_records_the_flag_and_changes_the_losses_a_little(self):
+        runs = {dtype: self.dir / dtype for dtype in ("float32", "bfloat16")}
+        for dtype, out in runs.items():
+            pre_train(self.run_flags(out, save_strategy="no", bf16=True, activation_dtype=dtype))
+        losses = {dtype: self.losses(out) for dtype, out in runs.items()}
+        self.assertLen(losses["bfloat16"], 4)
+        self.assertNotEqual(losses["bfloat16"], losses["float32"])
+        for stream, matmuls in zip(losses["bfloat16"], losses["float32"]):
+            self.assertAlmostEqual(stream, matmuls, delta=0.05 * matmuls)
+        self.assertIn("activation_dtype: bfloat16", (runs["bfloat16"] / "config.yaml").read_text())
+        self.assertIn("| `--activation_dtype` | bfloat16 |", (runs["bfloat16"] / "README.md").read_text())
+
+    def test_fine_tuning_trains_and_evaluates(self):
+        out = self.dir / "finetune"
+        results = fine_tune(tiny_flags(str(out), bf16=True, activation_dtype="bfloat16"))
+        self.assertLen(self.losses(out), 4)
+        self.assertIn("eval_accuracy", results)
+        self.assertIn("activation_dtype: bfloat16", (out / "config.yaml").read_text())
 
 
 class UnfusedAttentionWarningTest(parameterized.TestCase):
