@@ -1,11 +1,14 @@
-# make test        -> creates .venv on first use, then runs the offline test suite
+# make test        -> creates .venv on first use, then runs the offline test suite; tests needing real data read
+#                     $T5_DATA_DIR (unset: ../shared/data), e.g. `make data && T5_DATA_DIR=data make test`
 # make test-fast   -> the same without the slow kinds marked in pytest.ini (launches, kills, sweep agents,
 #                     training in setUpClass, slow classes): 1,520 of 1,742 tests, about 2 minutes
 # make quickstart  -> creates .venv on first use, then pre-trains a tiny T5 offline in about two minutes
 # make bench       -> the benchmark scripts under bench/ (figures printed, see README)
 # make bench-quality -> the CPU recipe vs random init: SST-2, RTE, CoLA x 3 seeds (docs/quality.md; ~20 min on 2 cores)
-# make data        -> needs internet: GLUE, SuperGLUE, WikiText-2, 13 Gutenberg books, the T5 tokenizer from the hub,
-#                     into data/ in the layout of ../shared/data (scripts/fetch_data.py; DATA_DIR=... to change it)
+# make data        -> needs internet: GLUE, SuperGLUE, WikiText-2, 13 Gutenberg books, the T5 tokenizer, Multi30k,
+#                     newstest2014 en-de and the BoolQ dev set from the hub, into data/ in the layout of
+#                     ../shared/data: every file the tests, benches and configs read (scripts/fetch_data.py;
+#                     DATA_DIR=... to change the folder; point T5_DATA_DIR at it)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

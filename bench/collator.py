@@ -88,7 +88,7 @@ def load_tokenizer_and_ids(count):
     tokenizer_dir, text_file = SHARED_DATA / "t5_spiece", SHARED_DATA / "wikitext-2-raw" / "wiki.test.raw"
     for path in (tokenizer_dir, text_file):
         if not path.exists():
-            sys.exit(f"error: {path} is absent; set T5_SHARED_DATA to the shared data folder")
+            sys.exit(f"error: {path} is absent; set T5_DATA_DIR to the data folder")
     tokenizer = transformers.T5TokenizerFast.from_pretrained(str(tokenizer_dir))
     lines = text_file.read_text(encoding="utf-8").splitlines()[:4000]
     ids = [token for row in tokenizer(lines)["input_ids"] for token in row]

@@ -9,7 +9,7 @@
 Both arms train the same model (building.build_model from a --model_size preset, built after the same seed) on the
 same batches: (burn_in + steps) x batch_size random windows of tokens_length ids from a fixed seed, corrupted by
 DataCollatorForT5SpanCorruption with the same seed. Only the collator needs the real tokenizer (its sentinels):
-../shared/data/t5_spiece, or $T5_SHARED_DATA/t5_spiece; without it the bench prints what is missing and exits.
+$T5_DATA_DIR/t5_spiece (default ../shared/data/t5_spiece); without it the bench prints what is missing and exits.
 
 - trainer: t5kit.train.pretrain_trainer.PretrainTrainer (Seq2SeqTrainer with our checkpoint, --nan_policy and stream
   mixins) with T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused (or --optim),
@@ -357,7 +357,7 @@ def main(argv=None):
     args = parse_args(argv)
     tokenizer_dir = SHARED_DATA / "t5_spiece"
     if not tokenizer_dir.is_dir():
-        print(f"skipped: the collator needs the T5 tokenizer at {tokenizer_dir} (set T5_SHARED_DATA to the folder "
+        print(f"skipped: the collator needs the T5 tokenizer at {tokenizer_dir} (set T5_DATA_DIR to the folder "
               "holding t5_spiece/)")
         return
     if args.threads:

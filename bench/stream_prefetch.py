@@ -92,7 +92,7 @@ def run_arm(stream, args, step_seconds):
 def main(argv=None):
     args = parse_args(argv)
     if not (SHARED_DATA / "t5_spiece").is_dir():
-        print(f"skipped: needs the T5 tokenizer and Gutenberg books under {SHARED_DATA} (set T5_SHARED_DATA)")
+        print(f"skipped: needs the T5 tokenizer and Gutenberg books under {SHARED_DATA} (set T5_DATA_DIR)")
         return
     tokenizer = building.load_tokenizer(str(SHARED_DATA / "t5_spiece"))
     tokens_length, _ = compute_input_and_target_lengths(args.input_length, 0.15, 3.0)

@@ -1,29 +1,28 @@
 """Fetch the public data the examples read, from the Hugging Face hub, into the layout `--data_dir` and the configs
 read: `make data` runs it on a machine with internet.
 
-    python -m scripts.fetch_data                                        # everything below, into data/
+    python -m scripts.fetch_data                      # everything below, into data/; prints each file with its rows
     python -m scripts.fetch_data --tasks glue/rte super_glue/wic wikitext2 --output_dir data
 
-What it writes (the layout of ../shared/data, which the README's commands name):
+What it writes, the layout of ../shared/data that tests, benches and configs read from $T5_DATA_DIR (`written_files()`):
     glue/CoLA/{train,dev,test}.tsv ... glue/MNLI/dev_matched.tsv ... glue/diagnostic/diagnostic.tsv
     superglue/BoolQ/{train,val,test}.jsonl ... superglue/AX-b/AX-b.jsonl, superglue/AX-g/AX-g.jsonl
     wikitext-2-raw/wiki.{train,valid,test}.raw       gutenberg/<NLTK's file name>.txt (13 books)
     t5_spiece/spiece.model, tokenizer.json            the T5 tokenizer (google-t5/t5-small)
-then prints each file with its rows.
+    translation/multi30k/, translation/wmt14_en_de_newstest2014_tok/, boolq/dev.jsonl   (scripts/fetch_extra_data.py)
 
-Two halves. The hub calls (`load_*`) return rows per split as `datasets` gives them: GLUE and SuperGLUE labels as
-ClassLabel ids, SuperGLUE's MultiRC, ReCoRD and WSC flattened one row per answer / query (as TFDS flattens them).
-The writers turn such rows back into the official files: a label id becomes the file's label text (the registry's
-`file_label_map` read backwards), a column the registry renames gets the file's name back, MultiRC / ReCoRD / WSC
-rows are nested again, and a test split (label -1 on every row) has no label. Columns the hub does not carry (CoLA's
-source, MRPC's sentence ids, MNLI's parse trees) are left out or empty: the files are not byte-identical to the
-official downloads, and the project reads them as it reads those (tests/scripts/test_fetch_data.py reads the files of
-../shared/data, writes them back through the same writers and reads the result again).
+Two halves. The hub calls (`load_*`) return rows per split as `datasets` gives them (GLUE and SuperGLUE labels as
+ClassLabel ids; MultiRC, ReCoRD and WSC flattened one row per answer / query, as TFDS does). The writers turn them back
+into the official files: a label id becomes the file's label text (`file_label_map` read backwards), a renamed column
+gets the file's name back, MultiRC / ReCoRD / WSC rows are nested again, a test split (label -1 on every row) has no
+label. Columns the hub lacks (CoLA's source, MRPC's sentence ids, MNLI's parse trees) are left out or empty, so the
+files read as the official ones without being byte-identical (tests/scripts/test_fetch_data.py).
 
 A file that exists is never replaced: a source whose files are all there is skipped without a hub call, so a re-run
 after an interrupted fetch fetches only what is missing. Every file is written under a temporary name and renamed.
 """
 import collections
+import functools
 import json
 import logging
 import re
@@ -37,6 +36,7 @@ import datasets
 from huggingface_hub import hf_hub_download
 
 from constants import DATASET_VALS, NO_LABEL
+from scripts import fetch_extra_data
 from t5kit import cli
 from t5kit.config import parsing
 from t5kit.data.superglue_formats import WSC_SPAN_KEYS
@@ -68,7 +68,8 @@ T5_TOKENIZER_HUB = "google-t5/t5-small"
 T5_TOKENIZER_FILES = ("spiece.model", "tokenizer.json")
 T5_TOKENIZER_FOLDER = "t5_spiece"
 TSV_BREAKS = re.compile(r"[\t\r\n]")  # a tab or line break inside a field would split the TSV row
-OTHER_SOURCES = ("wikitext2", "gutenberg", "t5_spiece")
+OTHER_SOURCES = ("wikitext2", "gutenberg", "t5_spiece", *fetch_extra_data.SOURCES)
+ALL_SOURCES = (*BENCHMARK_FOLDERS, *OTHER_SOURCES)  # what --tasks fetches by default
 
 
 def task_names():
@@ -92,10 +93,10 @@ def expand_sources(names):
 class FetchArguments:
     output_dir: str = field(default="data", metadata={
         "help": "Folder to write into (created), in ../shared/data's layout: glue/, superglue/, wikitext-2-raw/, "
-                "gutenberg/, t5_spiece/. Files already there are kept, never replaced."})
-    tasks: list[str] = field(default_factory=lambda: [*BENCHMARK_FOLDERS, *OTHER_SOURCES], metadata={
-        "help": "What to fetch: glue, super_glue (every registered task of each), a task such as glue/rte or "
-                "super_glue/axb, wikitext2, gutenberg, t5_spiece. Default: all of them."})
+                "gutenberg/, t5_spiece/, translation/, boolq/. Files already there are kept, never replaced."})
+    tasks: list[str] = field(default_factory=lambda: list(ALL_SOURCES), metadata={
+        "help": "What to fetch: glue, super_glue (every registered task of each), a task such as glue/rte, "
+                "wikitext2, gutenberg, t5_spiece, multi30k, newstest2014, boolq_dev. Default: all of them."})
     cache_dir: Optional[str] = field(default=None, metadata={
         "help": "The datasets cache (default: HF's, ~/.cache/huggingface)."})
 
@@ -140,6 +141,23 @@ def hub_splits(task_vals):
     """The task's hub splits, each with its official file name."""
     splits = [task_vals["train_split"], *task_vals["validation_splits"], *task_vals["test_splits"]]
     return {split: task_vals["data_files"][split] for split in splits if split is not None}
+
+
+def source_files(source, out=""):
+    """{split, book or file name: out / path} of the files a source writes, from the tables alone (no hub call)."""
+    files = {"wikitext2": {split: f"{WIKITEXT_FOLDER}/{name}" for split, name in WIKITEXT_FILES.items()},
+             "gutenberg": {name: f"gutenberg/{name}" for name in GUTENBERG_BOOKS},
+             "t5_spiece": {name: f"{T5_TOKENIZER_FOLDER}/{name}" for name in T5_TOKENIZER_FILES},
+             **{name: {path: path for path in spec.files} for name, spec in fetch_extra_data.SOURCES.items()}}
+    if source not in files:
+        task_vals = get_task_vals(*source.split("/"))
+        files[source] = {split: task_folder(task_vals, "") / name for split, name in hub_splits(task_vals).items()}
+    return {key: Path(out) / path for key, path in files[source].items()}
+
+
+def written_files(names=ALL_SOURCES):
+    """Every path (relative to --output_dir) that fetching the --tasks names writes; by default all sources."""
+    return [path.as_posix() for source in expand_sources(names) for path in source_files(source).values()]
 
 
 def is_unlabelled(value):
@@ -286,8 +304,7 @@ def from_hub(source, load, *args):
 def fetch_task(name, out, loaders, cache_dir=None):
     """A task's official files, each split's from the hub unless its file is there."""
     task_vals = get_task_vals(*name.split("/"))
-    folder = task_folder(task_vals, out)
-    files = {split: folder / file_name for split, file_name in hub_splits(task_vals).items()}
+    files = source_files(name, out)
     todo = [split for split, path in files.items() if not path.exists()]
     rows = from_hub(name, loaders["rows"], task_vals["hub_name"], todo, cache_dir) if todo else {}
     return [write_lines(path, *task_file_lines(task_vals, split, rows[split])) if split in rows else kept(path)
@@ -296,7 +313,7 @@ def fetch_task(name, out, loaders, cache_dir=None):
 
 def fetch_wikitext(out, loaders, cache_dir=None):
     """WikiText-2 (raw) under its zip's file names; a hub row is a line (an empty line is "")."""
-    files = {split: Path(out) / WIKITEXT_FOLDER / name for split, name in WIKITEXT_FILES.items()}
+    files = source_files("wikitext2", out)
     todo = [split for split, path in files.items() if not path.exists()]
     rows = from_hub("wikitext2", loaders["rows"], WIKITEXT_HUB, todo, cache_dir) if todo else {}
     return [write_lines(path, [], [row["text"].rstrip("\n") + "\n" for row in rows[split]]) if split in rows
@@ -305,7 +322,7 @@ def fetch_wikitext(out, loaders, cache_dir=None):
 
 def fetch_gutenberg(out, loaders, cache_dir=None):
     """The books of NLTK's selection, one text file each; all or none (a missing or mismatched book is refused)."""
-    files = {name: Path(out) / "gutenberg" / name for name in GUTENBERG_BOOKS}
+    files = source_files("gutenberg", out)
     todo = [name for name, path in files.items() if not path.exists()]
     wanted = [GUTENBERG_BOOKS[name][0] for name in todo]
     books = from_hub("gutenberg", loaders["gutenberg"], wanted, cache_dir) if todo else {}
@@ -315,14 +332,14 @@ def fetch_gutenberg(out, loaders, cache_dir=None):
         if title is None or title_word.lower() not in title.lower():
             found = "not found" if title is None else f"is {title!r}"
             raise UsageError(f"gutenberg: ebook {ebook} ({name}) {found} in {GUTENBERG_HUB[0]}; fetch the rest with "
-                             "--tasks glue super_glue wikitext2 t5_spiece")
+                             f"--tasks {' '.join(source for source in ALL_SOURCES if source != 'gutenberg')}")
     return [write_lines(path, [], books[GUTENBERG_BOOKS[name][0]]["TEXT"].splitlines(keepends=True)) if name in todo
             else kept(path) for name, path in files.items()]
 
 
 def fetch_t5_tokenizer(out, loaders, cache_dir=None):
     """T5's SentencePiece model and fast tokenizer file, copied from the hub's cache."""
-    files = {name: Path(out) / T5_TOKENIZER_FOLDER / name for name in T5_TOKENIZER_FILES}
+    files = source_files("t5_spiece", out)
     todo = [name for name, path in files.items() if not path.exists()]
     downloaded = from_hub("t5_spiece", loaders["t5_tokenizer"], cache_dir) if todo else {}
     for name in todo:
@@ -331,7 +348,17 @@ def fetch_t5_tokenizer(out, loaders, cache_dir=None):
     return [Fetched(path, None, name not in todo) for name, path in files.items()]
 
 
-FETCHERS = {"wikitext2": fetch_wikitext, "gutenberg": fetch_gutenberg, "t5_spiece": fetch_t5_tokenizer}
+def fetch_extra(source, out, loaders, cache_dir=None):
+    """A source of scripts/fetch_extra_data.py: each hub split it reads, once one of its files is missing."""
+    spec, files = fetch_extra_data.SOURCES[source], source_files(source, out)
+    todo = [name for name, path in files.items() if not path.exists()]
+    lines = spec.to_lines(*[from_hub(source, loaders["rows"], hub_name, [split], cache_dir)[split]
+                            for hub_name, split in spec.hub_splits]) if todo else {}
+    return [write_lines(path, [], lines[name]) if name in todo else kept(path) for name, path in files.items()]
+
+
+FETCHERS = {"wikitext2": fetch_wikitext, "gutenberg": fetch_gutenberg, "t5_spiece": fetch_t5_tokenizer,
+            **{source: functools.partial(fetch_extra, source) for source in fetch_extra_data.SOURCES}}
 
 
 def fetch(sources, output_dir, loaders=None, cache_dir=None):

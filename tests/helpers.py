@@ -2,9 +2,10 @@
 is reported, the argv of tiny runs, the entry scripts' main(), folder snapshots, fault injection, tokenizers,
 two-process launches.
 
-The real test data lives in ../shared/data beside the repository (T5_SHARED_DATA overrides it). Where it is
-absent, a test that needs it skips and names the missing path; with T5_REQUIRE_SHARED_DATA=1 (what .ci/run sets)
-it fails instead, so a CI that lost the data cannot pass by skipping.
+The real test data lives in the folder $T5_DATA_DIR names (relative to the repository root; `make data` writes data/,
+so T5_DATA_DIR=data), by default ../shared/data beside the repository. Where it is absent, a test that needs it skips
+and names the missing path; with T5_REQUIRE_SHARED_DATA=1 (what .ci/run sets) it fails instead, so a CI that lost
+the data cannot pass by skipping.
 """
 import functools
 import importlib
@@ -21,7 +22,8 @@ import torch
 from absl.testing import parameterized
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("T5_SHARED_DATA", REPO.parent / "shared" / "data"))
+DATA_DIR_ENV = "T5_DATA_DIR"
+SHARED_DATA = REPO / (os.environ.get(DATA_DIR_ENV) or REPO.parent / "shared" / "data")  # an absolute path stays
 REQUIRE_SHARED_DATA_ENV = "T5_REQUIRE_SHARED_DATA"
 ENTRY_SCRIPTS = ("pre_train_t5", "fine_tune_t5", "sweep", "train_tokenizer", "predict_t5", "export_t5")
 EVAL_ROWS = 12  # fine-tuning runs evaluate this many RTE dev rows
@@ -32,7 +34,8 @@ def require(relative_path: str) -> Path:
     """SHARED_DATA/relative_path, or a skip naming what is missing (a failure under T5_REQUIRE_SHARED_DATA=1)."""
     path = SHARED_DATA / relative_path
     if not path.exists():
-        message = f"real test data {path} is absent (expected ../shared/data beside the repo)"
+        message = (f"real test data {path} is absent (set {DATA_DIR_ENV} to the data folder, e.g. data/ after "
+                   "`make data`; unset, ../shared/data beside the repo)")
         if os.environ.get(REQUIRE_SHARED_DATA_ENV) == "1":
             raise AssertionError(f"{message}; {REQUIRE_SHARED_DATA_ENV}=1 makes this a failure, not a skip")
         raise unittest.SkipTest(message)

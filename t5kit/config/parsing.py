@@ -3,11 +3,16 @@
     python pre_train_t5.py configs/quickstart.yaml --learning_rate 3e-4 --max_steps=200
     python pre_train_t5.py runs/quickstart/config.yaml          # the resolved flags of an earlier run
 
+A config names the data folder as `${T5_DATA_DIR}` (`data_dir: ${T5_DATA_DIR}/glue/RTE`): expanded from the environment
+variable, ../shared/data where it is unset (expand_data_dir).
+
 The dataclasses every entry script shares live in `arguments.py`; this module parses and validates them.
 """
 import argparse
 import dataclasses
 import enum
+import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -25,6 +30,9 @@ MAX_LISTED_CHOICES = 12  # longer choice lists are left to --help
 UNSAVED_KEYS = ("local_rank", "hub_token")
 # config.yaml's section of values derived from the flags (outputs/run_record.py); loading a config ignores it.
 DERIVED_KEY = "derived"
+DATA_DIR_VARIABLE = "T5_DATA_DIR"  # the one environment variable a config file may name
+DEFAULT_DATA_DIR = "../shared/data"  # where it is unset: the folder beside the repository
+PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 
 
 def deep_merge(base, override):
@@ -35,6 +43,27 @@ def deep_merge(base, override):
             value = deep_merge(merged[key], value)
         merged[key] = value
     return merged
+
+
+def expand_data_dir(shown, content):
+    """`${T5_DATA_DIR}` in a config file's string values and in the string items of its list values becomes the
+    variable's value ($T5_DATA_DIR; ../shared/data where it is unset or empty), so one variable points every config
+    at the data folder (a list flag takes `data_dir: ${T5_DATA_DIR}/glue/RTE` as one item; inside `[...]` YAML needs
+    it quoted). Nothing else is expanded (mappings, $T5_DATA_DIR without braces); any other `${...}` is refused,
+    naming the file and the key."""
+    data_dir = os.environ.get(DATA_DIR_VARIABLE) or DEFAULT_DATA_DIR
+
+    def expand(key, value):
+        if not isinstance(value, str):
+            return value
+        for name in PLACEHOLDER.findall(value):
+            if name != DATA_DIR_VARIABLE:
+                raise UsageError(f"{shown}: {key}: ${{{name}}} is not expanded; a config file may name only "
+                                 f"${{{DATA_DIR_VARIABLE}}} (the data folder, {DEFAULT_DATA_DIR} where it is unset)")
+        return value.replace(f"${{{DATA_DIR_VARIABLE}}}", data_dir)
+
+    return {key: [expand(key, item) for item in value] if isinstance(value, list) else expand(key, value)
+            for key, value in content.items()}
 
 
 def load_yaml_config(path, _including=(), check=None):
@@ -49,6 +78,7 @@ def load_yaml_config(path, _including=(), check=None):
     content = read_mapping(path, "config file", "flag: value",
                            missing_hint="check the path (includes are relative to the including file)")
     includes = _include_names(shown, content.pop(INCLUDE_KEY, []))
+    content = expand_data_dir(shown, content)
     if check is not None:
         content = check(shown, content)
     merged = {}

@@ -1,6 +1,10 @@
-"""config/parsing.py: YAML merge order, _include, command-line overrides, type checks of YAML values, refusals."""
+"""config/parsing.py: YAML merge order, _include, ${T5_DATA_DIR}, command-line overrides, type checks of YAML values,
+refusals."""
 import dataclasses
+import os
+import re
 from pathlib import Path
+from unittest import mock
 
 import yaml
 from absl.testing import absltest, parameterized
@@ -8,7 +12,7 @@ from absl.testing import absltest, parameterized
 from t5kit.config import parsing
 from t5kit.config.programs import FINETUNE_FLAG_CLASSES, PRETRAIN_FLAG_CLASSES
 from t5kit.errors import UsageError
-from tests.helpers import require
+from tests.helpers import REPO, require
 
 PRETRAIN, FINETUNE = PRETRAIN_FLAG_CLASSES, FINETUNE_FLAG_CLASSES
 
@@ -198,6 +202,59 @@ class FlagsTest(parameterized.TestCase):
         parsed = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [self.tiny_pretrain_yaml(extra.replace("CORPUS", corpus))])
         expected = [corpus if v == "CORPUS" else v for v in expected] if isinstance(expected, list) else expected
         self.assertEqual(next(getattr(flags_of, key) for flags_of in parsed if hasattr(flags_of, key)), expected)
+
+
+class DataDirTest(parameterized.TestCase):
+    """${T5_DATA_DIR} in a config file: the variable, ../shared/data where it is unset; no other ${...}."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = Path(self.create_tempdir().full_path)
+        self.enter_context(mock.patch.dict(os.environ))
+        os.environ.pop("T5_DATA_DIR", None)
+
+    def parse(self, name, content):
+        path = self.dir / name
+        path.write_text(content)
+        (args,) = parsing.parse_flags((ToyArguments,), [str(path)])
+        return args
+
+    @parameterized.named_parameters(("unset", None, "../shared/data"), ("empty", "", "../shared/data"),
+                                    ("absolute", "/srv/t5", "/srv/t5"), ("relative", "data", "data"))
+    def test_expanded_in_string_values_and_list_items(self, value, data_dir):
+        if value is not None:
+            os.environ["T5_DATA_DIR"] = value
+        args = self.parse("c.yaml", "name: ${T5_DATA_DIR}/glue/RTE\nfiles: [a.txt, '${T5_DATA_DIR}/b.txt']\n"
+                                    "schedule_kwargs:\n  path: ${T5_DATA_DIR}\n")
+        self.assertEqual((args.name, args.files), (f"{data_dir}/glue/RTE", ["a.txt", f"{data_dir}/b.txt"]))
+        self.assertEqual(args.schedule_kwargs, {"path": "${T5_DATA_DIR}"})  # mappings are left as they are
+
+    def test_a_list_flag_takes_one_expanded_path(self):
+        os.environ["T5_DATA_DIR"] = "/srv/t5"
+        self.assertEqual(self.parse("c.yaml", "files: ${T5_DATA_DIR}/x.txt\n").files, ["/srv/t5/x.txt"])
+
+    def test_an_included_file_is_expanded_too(self):
+        (self.dir / "base.yaml").write_text("name: ${T5_DATA_DIR}/glue\n")
+        self.assertEqual(self.parse("child.yaml", "_include: base.yaml\n").name, "../shared/data/glue")
+
+    @parameterized.named_parameters(("other_variable", "name: ${HOME}/x\n", "name", "HOME"),
+                                    ("in_a_list", "files: [a, '${DATA}/b']\n", "files", "DATA"),
+                                    ("empty", "name: ${}/x\n", "name", ""))
+    def test_any_other_placeholder_is_refused_naming_the_file(self, content, key, name):
+        message = (f"{self.dir / 'c.yaml'}: {key}: ${{{name}}} is not expanded; a config file may name only "
+                   "${T5_DATA_DIR} (the data folder, ../shared/data where it is unset)")
+        with self.assertRaisesRegex(UsageError, f"^{re.escape(message)}$"):
+            self.parse("c.yaml", content)
+
+    def test_a_bare_dollar_name_is_left_as_it_is(self):
+        os.environ["T5_DATA_DIR"] = "/srv/t5"
+        self.assertEqual(self.parse("c.yaml", "name: $T5_DATA_DIR/x\n").name, "$T5_DATA_DIR/x")
+
+    def test_a_shipped_config_reads_the_data_folder(self):
+        data = require("glue/RTE").parents[1]
+        os.environ["T5_DATA_DIR"] = str(data)
+        (_, data_args, _) = parsing.parse_flags(FINETUNE, [str(REPO / "configs/finetune_rte_quickstart.yaml")])
+        self.assertEqual(data_args.data_dir, [f"{data}/glue/RTE"])
 
 
 if __name__ == "__main__":

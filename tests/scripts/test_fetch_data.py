@@ -1,17 +1,22 @@
 """scripts/fetch_data.py without the hub: rows the project reads from official files (../shared/data and the SuperGLUE
 fixtures), put in the shape the hub gives them, go through the writers `make data` uses; the project's readers then
-read the written folder back to the same T5 examples. The hub calls are replaced by loaders that return those rows."""
+read the written folder back to the same T5 examples. The hub calls are replaced by loaders that return those rows.
+Last, the fetch writes every data path that tests, benches and configs read (parsed from their source)."""
+import ast
 import contextlib
 import io
 import json
+import re
 import subprocess
 from pathlib import Path
 
+import yaml
 from absl.testing import absltest, parameterized
 
 from constants import DATASET_VALS
-from scripts import fetch_data
+from scripts import fetch_data, fetch_extra_data
 from t5kit import cli
+from t5kit.config import parsing
 from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.data import task_sources, task_splits
 from t5kit.data.superglue_formats import FILE_ROWS
@@ -259,6 +264,216 @@ class FetchTest(parameterized.TestCase):
         sources = fetch_data.expand_sources(["super_glue", "super_glue/rte", "wikitext2"])
         self.assertEqual(sources, [f"super_glue/{task}" for task in DATASET_VALS["super_glue"]] + ["wikitext2"])
         self.assertContainsSubset(["super_glue/axb", "super_glue/axg"], sources)
+
+
+def hub_loader(rows_by_hub, asked=None):
+    """A stand-in for fetch_data.load_hub_rows: {(hub_name, split): rows}, none for a split not given."""
+    def load(hub_name, splits, cache_dir=None):
+        if asked is not None:
+            asked.extend((hub_name, split) for split in splits)
+        return {split: rows_by_hub.get((hub_name, split), []) for split in splits}
+    return load
+
+
+def text_lines(relative_path):
+    return (SHARED_DATA / relative_path).read_text(encoding="utf-8").splitlines()
+
+
+class ExtraSourcesTest(parameterized.TestCase):
+    """Multi30k, newstest2014 and BoolQ dev: ../shared/data's files, as hub rows, written back byte for byte."""
+
+    def setUp(self):
+        super().setUp()
+        require("translation/multi30k"), require("translation/wmt14_en_de_newstest2014_tok"), require("boolq/dev.jsonl")
+        self.out = Path(self.create_tempdir().full_path) / "data"
+
+    def assert_same_bytes(self, relative_paths):
+        for path in relative_paths:
+            self.assertEqual((self.out / path).read_bytes(), (SHARED_DATA / path).read_bytes(), path)
+
+    def test_multi30k_round_trip_and_a_rerun_asks_nothing(self):
+        hub_name, asked, folder = DATASET_VALS["translation"]["multi30k_en_de"]["hub_name"], [], "translation/multi30k"
+        rows = {(hub_name, split): [{"en": en, "de": de} for en, de in zip(text_lines(f"{folder}/{stem}.en"),
+                                                                         text_lines(f"{folder}/{stem}.de"))]
+                for split, stem in [("validation", "val"), ("test", "test")]}
+        results = fetch_data.fetch(["multi30k"], self.out, {"rows": hub_loader(rows, asked)})
+        self.assertEqual(asked, [(hub_name, "train"), (hub_name, "validation"), (hub_name, "test")])
+        self.assertEqual([(r.path.relative_to(self.out).as_posix(), r.rows) for r in results], [
+            ("translation/multi30k/train.en", 0), ("translation/multi30k/train.de", 0),
+            ("translation/multi30k/val.en", 1014), ("translation/multi30k/val.de", 1014),
+            ("translation/multi30k/test.en", 1000), ("translation/multi30k/test.de", 1000)])
+        self.assert_same_bytes([f"translation/multi30k/{name}" for name in ("val.en", "val.de", "test.en", "test.de")])
+        (self.out / "translation/multi30k/test.de").unlink()
+        again = fetch_data.fetch(["multi30k"], self.out, {"rows": hub_loader(rows, asked)})
+        self.assertEqual([r.kept for r in again], [True] * 5 + [False])
+        self.assert_same_bytes(["translation/multi30k/test.de"])
+        fetch_data.fetch(["multi30k"], self.out, {"rows": hub_loader({}, asked)})
+        self.assertLen(asked, 6)  # all there: no hub call
+
+    def test_newstest2014_round_trip(self):
+        folder = "translation/wmt14_en_de_newstest2014_tok"
+        rows = [{"translation": {"de": de, "en": en}}
+                for en, de in zip(text_lines(f"{folder}/test.en"), text_lines(f"{folder}/test.de"))]
+        results = fetch_data.fetch(["newstest2014"], self.out,
+                                   {"rows": hub_loader({(fetch_extra_data.NEWSTEST_HUB, "test"): rows})})
+        self.assertEqual([r.rows for r in results], [2737, 2737])
+        self.assert_same_bytes([f"{folder}/test.en", f"{folder}/test.de"])
+
+    def boolq_rows(self):
+        """google/boolq's rows and SuperGLUE's rows of the same dev set ("title -- passage"), from the original file."""
+        records = [json.loads(line) for line in text_lines("boolq/dev.jsonl")]
+        rows = [{"question": r["question"], "answer": r["answer"], "passage": r["passage"]} for r in records]
+        titled = [{"question": r["question"], "passage": f"{r['title']} -- {r['passage']}", "idx": i,
+                   "label": int(r["answer"])} for i, r in enumerate(records)]
+        return {(fetch_extra_data.BOOLQ_HUB, "validation"): rows,
+                (fetch_extra_data.BOOLQ_TITLED_HUB, "validation"): titled}
+
+    def test_boolq_dev_round_trip(self):
+        results = fetch_data.fetch(["boolq_dev"], self.out, {"rows": hub_loader(self.boolq_rows())})
+        self.assertEqual([(r.path.relative_to(self.out).as_posix(), r.rows) for r in results],
+                         [("boolq/dev.jsonl", 3270)])
+        self.assert_same_bytes(["boolq/dev.jsonl"])
+
+    def test_boolq_rows_that_do_not_pair_up_are_refused_and_nothing_is_written(self):
+        rows = self.boolq_rows()
+        titled = rows[(fetch_extra_data.BOOLQ_TITLED_HUB, "validation")]
+        titled[5] = dict(titled[5], question="another question")
+        with self.assertRaisesRegex(fetch_data.UsageError, r"boolq_dev: validation row 5 of google/boolq \(.*\) has "
+                                                           "no titled twin in aps/super_glue boolq"):
+            fetch_data.fetch(["boolq_dev"], self.out, {"rows": hub_loader(rows)})
+        with self.assertRaisesRegex(fetch_data.UsageError, "google/boolq has 3270 validation rows, aps/super_glue "
+                                                           "boolq 3269"):
+            fetch_data.fetch(["boolq_dev"], self.out, {"rows": hub_loader({
+                **rows, (fetch_extra_data.BOOLQ_TITLED_HUB, "validation"): titled[1:]})})
+        self.assertFalse(self.out.exists())
+
+    def test_a_line_break_inside_a_sentence_keeps_the_files_aligned(self):
+        self.assertEqual(fetch_extra_data.sentence_lines(["a\nb\u2028c", "d\n"]), ["a b c\n", "d\n"])
+
+
+# ------------------------------------------------------------------------------------------------- coverage
+DATA_PATH = re.compile(r"[\w.-]+(/[\w.-]+)*")
+CONFIG_DATA_PATH = re.compile(re.escape(f"${{{parsing.DATA_DIR_VARIABLE}}}") + r"/([^\s]+)")
+
+
+def module_constants(tree):
+    """NAME = "text" at a module's top level."""
+    return {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            for target in node.targets if isinstance(target, ast.Name)}
+
+
+def path_pattern(node, constants):
+    """A regex for a path given as a literal, a module constant or an f-string (each {...} stands for text without a
+    slash); None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.escape(node.value)
+    if isinstance(node, ast.Name) and node.id in constants:
+        return re.escape(constants[node.id])
+    if isinstance(node, ast.JoinedStr):
+        return "".join(re.escape(part.value) if isinstance(part, ast.Constant) else "[^/]+" for part in node.values)
+    return None
+
+
+def joined_to_data(node, constants):
+    """`SHARED_DATA / "glue" / "SST-2" / name` -> its leading known parts ("glue/SST-2"), else None."""
+    parts = []
+    while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        parts.insert(0, node.right)
+        node = node.left
+    if not (isinstance(node, ast.Name) and node.id == "SHARED_DATA"):
+        return None
+    known = []
+    for part in parts:
+        pattern = path_pattern(part, constants)
+        if pattern is None:
+            break
+        known.append(pattern)
+    return "/".join(known) or None
+
+
+def read_data_paths(source, data_folders, task_names):
+    """Regexes of the data paths a module reads: each require(...) argument and each SHARED_DATA / ... join. Where
+    require() gets a variable (a parameter fed from a table of cases), every string of the module that names a path
+    under a folder the fetch writes (glue/RTE, boolq/dev.jsonl; not a task name such as glue/rte) stands for it."""
+    tree = ast.parse(source)
+    constants, patterns, indirect = module_constants(tree), [], False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "require" and node.args:
+            pattern = path_pattern(node.args[0], constants)
+            indirect |= pattern is None
+            patterns += [pattern] if pattern is not None else []
+        elif isinstance(node, ast.BinOp):
+            patterns += [pattern] if (pattern := joined_to_data(node, constants)) else []
+    if indirect:
+        patterns += [re.escape(node.value) for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                     and isinstance(node.value, str) and DATA_PATH.fullmatch(node.value)
+                     and node.value.split("/")[0] in data_folders and node.value not in task_names]
+    return patterns
+
+
+def config_data_paths(value):
+    """The paths under ${T5_DATA_DIR} that a loaded YAML value names."""
+    if isinstance(value, dict):
+        return [path for item in value.values() for path in config_data_paths(item)]
+    if isinstance(value, list):
+        return [path for item in value for path in config_data_paths(item)]
+    return [match.rstrip("/") for match in CONFIG_DATA_PATH.findall(value)] if isinstance(value, str) else []
+
+
+def written_files_and_folders():
+    files = fetch_data.written_files()
+    return set(files) | {parent.as_posix() for path in files for parent in Path(path).parents if parent != Path(".")}
+
+
+TASK_NAMES = {f"{benchmark}/{task}" for benchmark, tasks in DATASET_VALS.items() for task in tasks}
+
+
+class CoverageTest(parameterized.TestCase):
+    """`make data` writes every file or folder that a test, a bench or a config reads from the data folder."""
+
+    def setUp(self):
+        super().setUp()
+        self.written = written_files_and_folders()
+        self.folders = {path.split("/")[0] for path in self.written}
+
+    def unwritten(self, patterns):
+        return sorted({p for p in patterns if not any(re.fullmatch(p, path) for path in self.written)})
+
+    def patterns_of(self, files):
+        return {path.relative_to(REPO).as_posix(): read_data_paths(path.read_text(), self.folders, TASK_NAMES)
+                for path in files}
+
+    def test_every_path_the_tests_require_is_fetched(self):
+        found = self.patterns_of(sorted((REPO / "tests").rglob("*.py")))
+        self.assertContainsSubset([re.escape("translation/multi30k"), re.escape("boolq/dev.jsonl"),
+                                   "glue/[^/]+/train\\.tsv", re.escape("superglue/WSC")],  # literal, f-string, table
+                                  [pattern for patterns in found.values() for pattern in patterns])
+        self.assertEmpty({name: self.unwritten(patterns) for name, patterns in found.items()
+                          if self.unwritten(patterns)})
+
+    def test_every_path_the_benches_read_is_fetched(self):
+        found = self.patterns_of(sorted((REPO / "bench").glob("*.py")))
+        self.assertIn(re.escape("translation/wmt14_en_de_newstest2014_tok/test.en"), found["bench/predict.py"])
+        self.assertEmpty({name: self.unwritten(patterns) for name, patterns in found.items()
+                          if self.unwritten(patterns)})
+
+    def test_every_path_the_configs_name_is_fetched(self):
+        found = {path.relative_to(REPO).as_posix(): config_data_paths(yaml.safe_load(path.read_text()))
+                 for path in sorted((REPO / "configs").rglob("*.yaml"))}
+        self.assertEqual(found["configs/pretrain_wikitext2.yaml"], ["t5_spiece", "wikitext-2-raw/wiki.test.raw"])
+        self.assertEmpty({name: [p for p in paths if p not in self.written] for name, paths in found.items()
+                          if any(p not in self.written for p in paths)})
+
+    @parameterized.named_parameters(
+        ("literal", 'require("translation/something_new")', ["translation/something_new"]),
+        ("fstring", 'require(f"translation/{name}.txt")', ["translation/[^/]+\\.txt"]),
+        ("table", 'CASES = [("glue/rte", "glue/NEW")]\ndef t(folder):\n    require(folder)', ["glue/NEW"]),
+        ("bench", 'X = SHARED_DATA / "translation" / "nope.en"', ["translation/nope\\.en"]))
+    def test_a_path_the_fetch_does_not_write_is_caught(self, source, unwritten):
+        patterns = read_data_paths(source, self.folders, TASK_NAMES)
+        self.assertEqual([p.replace("\\", "") for p in self.unwritten(patterns)],
+                         [p.replace("\\", "") for p in unwritten])
 
 
 if __name__ == "__main__":
