@@ -1,5 +1,5 @@
 """bench/step_profile.py's sum of device time by kernel kind, on kernel names read off the first H100 profile
-(2026-11-26, docs/gpu_check_2026-11-26_h100.json) and an aten op's row, which repeats its kernels' time."""
+(2026-11-26, bench/records/gpu_check_2026-11-26_h100.json) and an aten op's row, which repeats its kernels' time."""
 from types import SimpleNamespace
 
 import torch
