@@ -17,13 +17,19 @@ DATA_DIR ?= data
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false
 FAST_LANE := not (launch or kill or sweep_agent or train_class or slow)
 
-.PHONY: test test-fast quickstart bench bench-quality data
+.PHONY: lint test test-fast quickstart bench bench-quality data
 
-$(VENV)/.installed: requirements.txt
+# The project itself goes in editable mode (pyproject.toml), so tests and benches import it from any folder.
+$(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
+
+# ruff's rules (pyproject.toml: 120 columns, import order, unused names); .ci/run runs it before the tests.
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
 
 test: $(VENV)/.installed
 	$(OFFLINE) $(PY) -m pytest tests -q

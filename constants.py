@@ -2,15 +2,9 @@
 
 Numbers here come from the T5 paper (Raffel et al., 2020, "Exploring the Limits of Transfer Learning with a
 Unified Text-to-Text Transformer") and google-research/text-to-text-transfer-transformer (t5/models/gin/
-models/*.gin, t5/data/preprocessors.py); T5 v1.1 shapes from its released_checkpoints.md. The one function,
-`check_span_settings`, states the ranges of the span-corruption constants for every layer that takes them.
+models/*.gin, t5/data/preprocessors.py); T5 v1.1 shapes from its released_checkpoints.md. The ranges of the
+span-corruption settings are checked in t5kit/specs.check_span_settings.
 """
-from t5kit.errors import UsageError
-
-# datasets builder for each local corpus file suffix (".tsv" is csv with a tab delimiter).
-FILE_BUILDERS = {".txt": "text", ".raw": "text", ".text": "text", ".json": "json", ".jsonl": "json",
-                 ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
-
 # Span corruption (T5 paper, section 3.3.4: 15 % of tokens corrupted, mean span length 3).
 NOISE_DENSITY = 0.15
 MEAN_NOISE_SPAN_LENGTH = 3.0
@@ -47,33 +41,6 @@ UL2_DENOISERS = (
 # a paradigm token.
 PREFIX_LM_NOISE_DENSITY = 0.5
 PREFIX_LM_DENOISERS = (dict(paradigm="S", noise_density=PREFIX_LM_NOISE_DENSITY, proportion=1.0, mode_token=None),)
-
-
-
-def check_span_settings(noise_density=None, mean_noise_span_length=None, input_length=None, denoiser=None,
-                        prefix_lm=False):
-    """Refuses span-corruption settings outside their ranges, in one wording wherever they are set: the flags and
-    each --denoisers item (config/pretrain_arguments.py), and the collators (data_collator.py, data/ul2.py), which
-    code may build without the flags. It lives here, below both layers, because the data layer never imports the
-    config layer. A setting left None is not checked. `denoiser` ("--denoisers item 2") names a denoiser's own
-    setting; without it the flag is named. An S-denoiser (`prefix_lm`) splits the window once: its density is the
-    targets' mean share, at most 0.5 (T5's random_prefix_noise_mask)."""
-    def named(setting):
-        return f"{denoiser}: {setting}" if denoiser else f"--{setting}"
-
-    if noise_density is not None and prefix_lm and not 0 < noise_density <= 0.5:
-        raise UsageError(f"{named('noise_density')}={noise_density} must be in (0, 0.5] for S (T5's "
-                         f"random_prefix_noise_mask); UL2's S-denoiser uses {UL2_DENOISERS[-1]['noise_density']}")
-    if noise_density is not None and not 0 < noise_density < 1:
-        raise UsageError(f"{named('noise_density')}={noise_density} must be in (0, 1); the T5 paper uses "
-                         f"{NOISE_DENSITY}")
-    if mean_noise_span_length is not None and not mean_noise_span_length >= 1:
-        raise UsageError(f"{named('mean_noise_span_length')}={mean_noise_span_length} must be >= 1 (tokens); the T5 "
-                         f"paper uses {MEAN_NOISE_SPAN_LENGTH:g}")
-    if input_length is not None and not input_length >= MIN_INPUT_LENGTH:
-        raise UsageError(f"--input_length={input_length} is too short for span corruption; use >= {MIN_INPUT_LENGTH} "
-                         f"(T5: {INPUT_LENGTH})")
-
 
 # T5 special-token layout of the SentencePiece vocabulary (t5/data/vocabularies.py).
 PAD_ID = 0
@@ -143,20 +110,6 @@ NO_LABEL_TARGET = "<unk>"
 # STS-B scores become one of 0.0, 0.2, ..., 5.0, rendered with one decimal ("3.8").
 STSB_TARGET_RESOLUTION = 5
 
-# Metrics each task type can report (metrics.py computes them; names as HF `evaluate`'s glue/rouge metrics).
-# "qa": a generated answer scored against every acceptable answer (ReCoRD, T5's squad metric); "referent": a
-# generated referent scored by T5's wsc_simple postprocessor against the row's label (WSC, WNLI as WSC).
-# exact_match of a classification task is T5's mean_group_metric(all_match) over questions (MultiRC), and
-# gender_parity the share of Winogender pairs predicted alike (AX-g): both need the groups of their row_format.
-METRIC_NAMES_BY_TASK_TYPE = {
-    "classification": ("accuracy", "f1", "matthews_correlation", "exact_match", "gender_parity"),
-    "regression": ("pearson", "spearmanr"),
-    "generation": ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "exact_match"),
-    "qa": ("exact_match", "f1"),
-    "referent": ("accuracy",),
-}
-GROUPED_METRICS = ("exact_match", "gender_parity")  # classification metrics over the row groups of a row_format
-CUSTOM_TASK_TYPES = ("classification", "regression", "generation")  # what a task declared in YAML may be
 COMBINED_SCORE = "combined_score"  # mean of a non-generation task's metric_names (HF run_glue.py, SuperGLUE).
 
 _GLUE_FILES = dict(
@@ -380,21 +333,3 @@ WNLI_FORMATS = ("glue", "wsc_simple")
 # --instruction_templates: T5's own format (none), or FLAN's templates (t5kit/data/instructions.py) as they are
 # (flan) or inside FLAN v1's dialog markers (flan_dialog).
 INSTRUCTION_FORMATS = ("none", "flan", "flan_dialog")
-
-# GLUE score (Wang et al. 2019, sec. 4): a task with two metrics scores their mean, MNLI the mean of matched and
-# mismatched accuracy (the "MNLI" group of t5/evaluation/eval_utils.py METRIC_NAMES); the benchmark score is the
-# unweighted mean over tasks. Each task maps to (result key, metric name) pairs; result keys are task names, or
-# task_format.split_result_key(task, split) for split-specific results. The GLUE server averages all nine tasks;
-# T5 and BERT leave WNLI out (pass `tasks=` to metrics.glue_average).
-GLUE_SCORE_METRICS = {
-    "cola": (("cola", "matthews_correlation"),),
-    "sst2": (("sst2", "accuracy"),),
-    "mrpc": (("mrpc", "f1"), ("mrpc", "accuracy")),
-    "stsb": (("stsb", "pearson"), ("stsb", "spearmanr")),
-    "qqp": (("qqp", "f1"), ("qqp", "accuracy")),
-    "mnli": (("mnli_matched", "accuracy"), ("mnli_mismatched", "accuracy")),
-    "qnli": (("qnli", "accuracy"),),
-    "rte": (("rte", "accuracy"),),
-    "wnli": (("wnli", "accuracy"),),
-}
-GLUE_TASKS_WITH_TWO_METRICS = tuple(task for task, pairs in GLUE_SCORE_METRICS.items() if len(pairs) == 2)

@@ -26,6 +26,7 @@ import numpy as np
 
 import constants
 from t5kit.errors import UsageError
+from t5kit.specs import check_span_settings
 
 logger = logging.getLogger(__name__)
 LABEL_PAD_ID = -100  # labels the loss ignores (HF's ignore index; T5 weights out its padded targets the same way)
@@ -256,7 +257,7 @@ class DataCollatorForT5SpanCorruption:
         self.epoch = int(epoch)
 
     def _check_flags(self):
-        constants.check_span_settings(self.noise_density, self.mean_noise_span_length, self.input_length)
+        check_span_settings(self.noise_density, self.mean_noise_span_length, self.input_length)
         if self.return_tensors not in ("pt", "np"):
             raise UsageError(f"return_tensors={self.return_tensors!r} must be 'pt' or 'np'")
 

@@ -10,18 +10,18 @@ The check: the first --probe_examples inputs (--probe_file in the card's task fo
 sentences) are decoded greedily by the torch model in fp32 and by the export; a float32 export must give the same
 texts (a difference is logged as a warning: two near-equal logits can tie), a quantized one reports its agreement.
 Both go into export_record.json. The export is built in a temporary folder and published in one rename; an existing
-one is replaced only with --overwrite true. A run folder's card gets a section naming the export and its commands;
---push_to_hub true --hub_model_id NAME uploads the export as ctranslate2/ into that repo.
+one is replaced only with --overwrite_output_dir true. A run folder's card gets a section naming the export and its
+commands; --push_to_hub true --hub_model_id NAME uploads the export as ctranslate2/ into that repo.
 """
 import logging
 import sys
 
 from t5kit import cli
 from t5kit.config import parsing
-from t5kit.config.export_arguments import ExportArguments
+from t5kit.config.script_flags import EXPORT_FLAG_CLASSES
 from t5kit.data import predict_inputs
 from t5kit.model import building, ctranslate2_backend, inference
-from t5kit.outputs import export_record, hub_upload, log_setup, model_card
+from t5kit.outputs import export_record, hub_upload, model_card, run_logging
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +39,11 @@ PROBE_TEXTS = (
 
 
 def main(argv=None):
-    # 1. Flags: the source, the format and precision, the output folder (never replaced without --overwrite).
-    (args,) = parsing.parse_flags((ExportArguments,), sys.argv[1:] if argv is None else argv)
+    # 1. Flags: the source, the format and precision, the output folder (never replaced without --overwrite_output_dir).
+    (args,) = parsing.parse_flags(EXPORT_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
 
     # 2. Logging (the console; the export folder holds its record, no run log)
-    log_setup.setup_console_logging()
+    run_logging.setup_console_logging()
 
     # 3. What CTranslate2 can take: installed, a model family it converts (LoRA adapters: merge first), a weight
     #    type this machine computes. All refused before anything is written.
@@ -52,7 +52,7 @@ def main(argv=None):
     device = ctranslate2_backend.default_device()
     ctranslate2_backend.check_compute_type(args.quantization, device)
     out = export_record.check_output_dir(args.output_dir or export_record.default_output_dir(args.model_name_or_path),
-                                         args.overwrite)
+                                         args.overwrite_output_dir)
 
     # 4. The probe: the torch model and its tokenizer, the inputs tokenised as predict_t5.py does.
     card = model_card.read_card_section(args.model_name_or_path)
@@ -60,18 +60,18 @@ def main(argv=None):
     model = building.load_pretrained_t5(args.model_name_or_path)
     texts = probe_texts(args, card)
     ids, _ = inference.tokenize_inputs(tokenizer, texts, card.get("max_source_length") or 512)
-    expected = inference.predict(model, tokenizer, ids, len(ids), max_new_tokens=args.max_new_tokens,
+    expected = inference.predict(model, tokenizer, ids, len(ids), max_new_tokens=args.probe_max_new_tokens,
                                  progress=False)
 
     def check(folder):
         translator = ctranslate2_backend.load_translator(folder, device, compute_type=args.quantization)
-        got = ctranslate2_backend.predict(translator, tokenizer, ids, len(ids), max_new_tokens=args.max_new_tokens,
-                                          progress=False)
+        got = ctranslate2_backend.predict(translator, tokenizer, ids, len(ids),
+                                          max_new_tokens=args.probe_max_new_tokens, progress=False)
         return probe_report(args.quantization, texts, expected, got)
 
     # 5. Convert into a temporary folder, check, record, publish.
     folder = export_record.build_export(args.model_name_or_path, out, args.quantization, check=check,
-                                        overwrite=args.overwrite)
+                                        overwrite=args.overwrite_output_dir)
     logger.info("wrote %s: CTranslate2 %s export of %s", folder, args.quantization, args.model_name_or_path)
 
     # 6. A run folder's own export: its card says where it is and how to call it.

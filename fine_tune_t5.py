@@ -21,18 +21,37 @@ from transformers import set_seed
 
 from t5kit import cli
 from t5kit.config import parsing
-from t5kit.config.programs import FINETUNE_FLAG_CLASSES
-from t5kit.data import packed_batches, task_splits
+from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
+from t5kit.data import task_splits
 from t5kit.data.task_mixture import build_train_dataset
-from t5kit.model import building, lora, packed_attention
+from t5kit.model import building, lora, packed_training
 from t5kit.optim import param_groups
-from t5kit.outputs import (finetuning_card, hub_upload, log_setup, model_card, out_log, run_folder, run_lock,
-                           run_record, run_start)
+from t5kit.outputs import (
+    finetuning_card,
+    hub_upload,
+    model_card,
+    run_folder,
+    run_lock,
+    run_logging,
+    run_record,
+)
 from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
 from t5kit.outputs.predictions import write_leaderboard_file, write_predictions
-from t5kit.train import callbacks, padding_report, preemption, resume, seams, task_setup
-from t5kit.train.task_trainer import AVERAGE_KEY, TaskCollator, TaskTrainer, predict_splits
+from t5kit.train import (
+    best_model_metric,
+    callbacks,
+    padding_report,
+    preemption,
+    private_api,
+    resume,
+)
+from t5kit.train.task_trainer import (
+    AVERAGE_KEY,
+    TaskCollator,
+    TaskTrainer,
+    predict_splits,
+)
 
 logger = logging.getLogger(__name__)
 TRAIN_BATCHES_KEY = "train_batches"  # metrics.json's data: the training batches' padding (and packed examples)
@@ -45,19 +64,20 @@ def main(argv=None):
     # any model or data is loaded. The run record is taken then, and no flag changes after it.
     argv = sys.argv[1:] if argv is None else list(argv)
     model_args, data_args, training_args = flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
-    tasks = task_splits.resolve_run_tasks(data_args)  # --tasks, then the held-out --eval_tasks
-    plans = task_splits.plan_splits(tasks, data_args, training_args)
-    task_setup.turn_off_evaluation_without_splits(training_args, plans)
-    best_metric = task_setup.choose_best_model_metric(training_args, plans)
-    task_setup.check_model_to_evaluate(model_args, training_args)
-    task_setup.check_peft_base_model(model_args, training_args)
+    task_data = data_args.task_data(model_args.cache_dir)
+    tasks = task_splits.resolve_run_tasks(data_args.task_selection())  # --tasks, then the held-out --eval_tasks
+    plans = task_splits.plan_splits(tasks, task_data, training_args.do_train, training_args.do_eval,
+                                    training_args.do_predict)
+    best_model_metric.turn_off_evaluation_without_splits(training_args, plans)
+    best_metric = best_model_metric.choose_best_model_metric(training_args, plans)
     record = run_record.flag_values(flags)
+    packing = packed_training.Packing(training_args.packing)
 
-    # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
-    log_setup.setup_logging(training_args)
-    seams.warn_on_untested_versions()
+    # 2. Logging (and a warning where transformers' private hooks were not tested: train/private_api.py)
+    run_logging.setup_logging(training_args)
+    private_api.warn_on_untested_versions()
     hub_upload.warn_if_no_token(training_args)
-    task_setup.check_label_scoring(data_args, tasks)
+    task_splits.check_label_scoring(data_args.label_scoring, tasks)
     if best_metric and training_args.metric_for_best_model_from_task:
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
                     "the average over splits" if best_metric == AVERAGE_KEY else "the task's metric_to_optimize")
@@ -79,35 +99,32 @@ def main(argv=None):
         model = lora.apply_lora(model, training_args.lora_r, training_args.lora_alpha, training_args.lora_dropout,
                                 training_args.lora_target_modules)
     resume.check_checkpoint_fits(resume_point.checkpoint, model)
-    if training_args.packing:  # the segment masks need T5's attention (eager, sdpa, t5_flex): LongT5 cannot take them
-        packed_attention.check_packable(model)
+    packing.prepare_model(model)  # packed rows need T5's attention (eager, sdpa, t5_flex): LongT5 cannot take them
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
 
     # 6. Data: rows -> "prefix field: value ..." -> ids; unknown labels, missing columns, empty splits refused.
-    splits = task_splits.build_task_splits(plans, data_args, training_args, tokenizer, model_args.cache_dir)
-    train_dataset, mixing_rates = build_train_dataset(splits["train"], data_args, training_args.seed)
+    splits = task_splits.build_task_splits(plans, task_data, tokenizer, training_args.seed,
+                                           training_args.main_process_first)
+    train_dataset, mixing_rates = build_train_dataset(splits["train"], data_args.mixture_cap,
+                                                      data_args.mixture_temperature, training_args.seed)
     # Saved with the model, so that a plain model.generate() decodes as far as evaluation does (+1: the decoder
     # start token counts towards max_length).
     model.generation_config.max_length = 1 + max(split.max_target_length for role in splits.values()
                                                  for split in role)
-    tokens_per_example = task_splits.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"])
     # 6b. --packing: training batches of B rows, each holding whole examples in a keyed random order (evaluation and
     # prediction stay unpacked). A row then carries several examples' tokens.
-    packed = None
-    if training_args.packing and train_dataset is not None:
-        seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-        packed = packed_batches.packed_task_examples(
-            train_dataset, data_args.max_source_length, max(split.max_target_length for split in splits["train"]),
-            training_args.per_device_train_batch_size, seed, tokenizer.pad_token_id,
-            model.config.decoder_start_token_id)
-        packed_batches.log_packing(packed[0], f"{len(train_dataset):,} training examples")
-        tokens_per_example = packed_batches.real_tokens_per_row(packed[0])
+    packing.pack_task_examples(
+        train_dataset, data_args.max_source_length, max((split.max_target_length for split in splits["train"]),
+                                                         default=0),
+        training_args.per_device_train_batch_size,
+        training_args.data_seed if training_args.data_seed is not None else training_args.seed,
+        tokenizer.pad_token_id, model.config.decoder_start_token_id)
+    tokens_per_example = packing.tokens_per_example(
+        task_splits.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"]))
     derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model),
                                         model.config.dropout_rate,
-                                        trainable_parameters=lora.trainable_parameters(model),
-                                        **(dict(zip(("input_length", "target_length"), packed[0].row_shape))
-                                           if packed else {}))
-    log_setup.log_run_summary(record, derived)
+                                        trainable_parameters=lora.trainable_parameters(model), **packing.derived())
+    run_logging.log_run_summary(record, derived)
 
     # 7. Collator: each batch padded to its own longest row (dynamic padding; labels padded with -100).
     mixed_precision = training_args.bf16 or training_args.fp16
@@ -116,14 +133,14 @@ def main(argv=None):
 
     # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
     # run leaves the output folder as it was.
-    record, trainer_args = run_start.start_run_outputs(training_args, record, derived, resume_point.checkpoint)
+    record, trainer_args = run_record.start_run_outputs(training_args, record, derived, resume_point.checkpoint)
     trainer = TaskTrainer(
         model=model, args=trainer_args, train_dataset=train_dataset, eval_splits=splits["eval"],
         data_collator=collator, processing_class=tokenizer, label_scoring=data_args.label_scoring,
-        optimizers=(optimizer, None), resume_point=resume_point, packed_batches=packed,
+        optimizers=(optimizer, None), resume_point=resume_point, packed_batches=packing.batches,
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(), callbacks.RunLogCallback(),
-                   preemption.PreemptionCallback(), *([callbacks.CollatorEpochCallback(packed[0])] if packed else [])])
+                   preemption.PreemptionCallback(), callbacks.CollatorEpochCallback(*packing.epoch_followers())])
 
     # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes), then push
     # them if asked: a failed push is one error line with everything already saved.
@@ -142,7 +159,7 @@ def main(argv=None):
         if training_args.do_train:  # an evaluate-only run saves no model to describe or push
             run = model_card.RunFacts("fine_tune_t5.py", argv, record)
             model_card.write_model_card(training_args.output_dir, finetuning_card.build_card(
-                run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"]))
+                run, summary, trainer.model, tokenizer, trainer, tasks, splits["eval"], packing.card_note()))
         if training_args.merge_adapters:  # after the card and outputs: merging changes the model
             merged = lora.save_merged_model(trainer.model, tokenizer,
                                             f"{training_args.output_dir}/{run_folder.MERGED_MODEL_DIR}")
@@ -150,7 +167,7 @@ def main(argv=None):
         if training_args.push_to_hub:
             hub_upload.push_run_folder(training_args, f"End of training (fine_tune_t5.py, step "
                                                       f"{trainer.state.global_step})")
-    out_log.close_run_log()
+    run_logging.close_run_log()
     return results
 
 

@@ -41,10 +41,28 @@ import scipy.stats
 import sklearn.metrics
 from rouge_score import rouge_scorer
 
-from constants import COMBINED_SCORE, GLUE_SCORE_METRICS
+from constants import COMBINED_SCORE
 from t5kit.data.task_format import combines_metrics, normalize_text
 
 logger = logging.getLogger(__name__)
+
+# GLUE score (Wang et al. 2019, sec. 4): a task with two metrics scores their mean, MNLI the mean of matched and
+# mismatched accuracy (the "MNLI" group of t5/evaluation/eval_utils.py METRIC_NAMES); the benchmark score is the
+# unweighted mean over tasks. Each task maps to (result key, metric name) pairs; result keys are task names, or
+# task_format.split_result_key(task, split) for split-specific results. The GLUE server averages all nine tasks;
+# T5 and BERT leave WNLI out (pass `tasks=` to metrics.glue_average).
+GLUE_SCORE_METRICS = {
+    "cola": (("cola", "matthews_correlation"),),
+    "sst2": (("sst2", "accuracy"),),
+    "mrpc": (("mrpc", "f1"), ("mrpc", "accuracy")),
+    "stsb": (("stsb", "pearson"), ("stsb", "spearmanr")),
+    "qqp": (("qqp", "f1"), ("qqp", "accuracy")),
+    "mnli": (("mnli_matched", "accuracy"), ("mnli_mismatched", "accuracy")),
+    "qnli": (("qnli", "accuracy"),),
+    "rte": (("rte", "accuracy"),),
+    "wnli": (("wnli", "accuracy"),),
+}
+GLUE_TASKS_WITH_TWO_METRICS = tuple(task for task, pairs in GLUE_SCORE_METRICS.items() if len(pairs) == 2)
 
 INVALID = -1  # predicted class index of a generation that is no label word
 STSB_INVALID_SCORE = -1.0  # t5/data/postprocessors.py string_to_float(default=-1.)
@@ -346,7 +364,7 @@ def compute_task_metrics(task_vals, predictions, references, meta=None) -> dict:
 
 
 def glue_average(per_task_metrics, tasks=tuple(GLUE_SCORE_METRICS)) -> float:
-    """The GLUE score: each task's metrics (constants.GLUE_SCORE_METRICS) averaged, then the mean over tasks.
+    """The GLUE score: each task's metrics (GLUE_SCORE_METRICS) averaged, then the mean over tasks.
     per_task_metrics: result key ("cola", "mnli_matched", ...) -> compute_task_metrics output."""
     unknown = [task for task in tasks if task not in GLUE_SCORE_METRICS]
     if unknown:

@@ -11,18 +11,31 @@ import sys
 
 from transformers import set_seed
 
-from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
 from t5kit import cli
 from t5kit.config import parsing, pretrain_arguments
-from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
-from t5kit.data import corpus, packed_batches, ul2
-from t5kit.model import building, packed_attention, word_vectors
+from t5kit.config.script_flags import PRETRAIN_FLAG_CLASSES
+from t5kit.data import corpus, objectives
+from t5kit.model import building, packed_training, word_vectors
 from t5kit.optim import param_groups
-from t5kit.outputs import (hub_upload, log_setup, model_card, out_log, pretraining_card, run_folder, run_lock,
-                           run_record, run_start)
+from t5kit.outputs import (
+    hub_upload,
+    model_card,
+    pretraining_card,
+    run_folder,
+    run_lock,
+    run_logging,
+    run_record,
+)
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
-from t5kit.train import callbacks, padding_report, preemption, resume, seams, stream_resume
+from t5kit.train import (
+    callbacks,
+    padding_report,
+    preemption,
+    private_api,
+    resume,
+    stream_resume,
+)
 from t5kit.train.pretrain_trainer import (
     EVAL_METRIC,
     PretrainTrainer,
@@ -41,27 +54,15 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     model_args, data_args, span_args, objective_args, training_args = flags = parsing.parse_flags(
         PRETRAIN_FLAG_CLASSES, argv)
-    word_vectors.check_flags(objective_args.init_embeddings, model_args.model_name_or_path, data_args.streaming)
-    pretrain_arguments.check_packing(training_args.packing, objective_args, data_args, span_args)
     record = run_record.flag_values(flags)
-    # The shapes, computed once: the corpus is cut into windows of tokens_length, the collator corrupts them (UL2 and
-    # prefix-LM: one window length for the whole mixture, rows padded to the longest inputs and targets; packed:
-    # shorter windows, corrupted to at most window_input_length inputs and window_target_length targets, several to a
-    # row of input_length and target_length).
-    denoisers = objective_args.denoisers or []
-    window_input_length = window_target_length = None
-    if objective_args.objective == "span_corruption":
-        tokens_length, target_length = compute_input_and_target_lengths(
-            span_args.input_length, span_args.noise_density, span_args.mean_noise_span_length)
-    elif training_args.packing:
-        window_input_length, tokens_length, window_target_length, target_length = ul2.packed_lengths(
-            span_args.input_length, denoisers, objective_args.packing_window_input_length)
-    else:
-        tokens_length, target_length = ul2.mixture_lengths(span_args.input_length, denoisers)
+    # The shapes, computed once by the objective (data/objectives.py): the corpus is cut into windows of
+    # tokens_length, the collator corrupts them into rows of row_shape (packed: shorter windows, several to a row).
+    objective = objectives.build(pretrain_arguments.objective_spec(span_args, objective_args, training_args.packing))
+    packing = packed_training.Packing(training_args.packing)
 
-    # 2. Logging (and a warning where transformers' private hooks were not tested: train/seams.py)
-    log_setup.setup_logging(training_args)
-    seams.warn_on_untested_versions()
+    # 2. Logging (and a warning where transformers' private hooks were not tested: train/private_api.py)
+    run_logging.setup_logging(training_args)
+    private_api.warn_on_untested_versions()
     hub_upload.warn_if_no_token(training_args)
 
     # 3. Output dir: the folder's lock (outputs/run_lock.py), then the point to resume from (checkpoint, stream
@@ -75,23 +76,19 @@ def main(argv=None):
     set_seed(training_args.seed)
 
     # 5. Tokenizer, model
-    tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu, ul2.mode_tokens(denoisers),
+    tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu, objective.mode_tokens,
                                                          training_args.activation_dtype)
     resume.check_checkpoint_fits(resume_point.checkpoint, model)
-    if training_args.packing:  # the segment masks need T5's attention (eager, sdpa, t5_flex): LongT5 cannot take them
-        packed_attention.check_packable(model)
+    packing.prepare_model(model)  # packed rows need T5's attention (eager, sdpa, t5_flex): LongT5 cannot take them
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default
-    derived = run_record.derived_values(training_args, span_args.input_length + target_length,
-                                        building.count_parameters(model), model.config.dropout_rate,
-                                        tokens_length=tokens_length,
-                                        input_length=span_args.input_length, target_length=target_length,
-                                        **({"packing_window_input_length": window_input_length}
-                                           if training_args.packing else {}))
-    log_setup.log_run_summary(record, derived)
+    derived = run_record.derived_values(training_args, sum(objective.row_shape), building.count_parameters(model),
+                                        model.config.dropout_rate, **objective.derived())
+    run_logging.log_run_summary(record, derived)
 
     # 6. Data: documents -> token ids -> windows of exactly tokens_length.
     train_dataset, eval_dataset, corpus_counts = corpus.build_pretraining_datasets(
-        data_args, tokenizer, tokens_length, training_args, model_args.cache_dir, model_args.trust_remote_code)
+        data_args.corpus_spec(training_args.seed, model_args.cache_dir, model_args.trust_remote_code), tokenizer,
+        objective.tokens_length, training_args.main_process_first)
 
     # 6b. Word-vector embeddings (--init_embeddings word_vectors), counted from the training windows before the first
     # step; a resumed run takes every weight from its checkpoint instead.
@@ -100,39 +97,26 @@ def main(argv=None):
         logger.info(f"embeddings: word vectors for {rows:,} ids, counted from {len(train_dataset):,} windows")
 
     # 7. Collator: masks (and UL2's denoiser per window) keyed by (seed, epoch, window), so every process count, GA
-    # and resume point agree.
-    if objective_args.objective == "span_corruption":
-        objective_collator = DataCollatorForT5SpanCorruption(
-            tokenizer, noise_density=span_args.noise_density, mean_noise_span_length=span_args.mean_noise_span_length,
-            input_length=span_args.input_length, target_length=target_length, seed=training_args.seed,
-            tokens_length=tokens_length)
-    else:
-        objective_collator = ul2.DataCollatorForUL2(
-            tokenizer, denoisers, input_length=window_input_length or span_args.input_length, seed=training_args.seed,
-            tokens_length=tokens_length, target_length=window_target_length or target_length)
-    # Stream windows carry their id and epoch, for exact resume.
+    # and resume point agree. Stream windows carry their id and epoch, for exact resume. --packing: a batch sampler
+    # places whole windows into the B rows of each training batch, keyed by (seed, epoch, window ids); evaluation
+    # stays unpacked (the collator above).
+    objective_collator = objective.collator(tokenizer, training_args.seed)
     collator = stream_resume.StreamPositionCollator(objective_collator) if data_args.streaming else objective_collator
-    # 7b. Packing: a batch sampler places whole windows into the B rows of each training batch, keyed by (seed,
-    # epoch, window ids); evaluation stays unpacked (the collator above).
-    packed = None
-    if training_args.packing:
-        packed = packed_batches.packed_windows(train_dataset, objective_collator, (span_args.input_length,
-                                               target_length), training_args.per_device_train_batch_size,
-                                               training_args.seed)
-        packed_batches.log_packing(packed[0], f"windows of {tokens_length} ids")
+    packing.pack_windows(train_dataset, objective_collator, objective.row_shape,
+                         training_args.per_device_train_batch_size, training_args.seed)
 
     # 8. Trainer. The run record and out.log are written only now, once every input has been checked, so a refused
     # run leaves the output folder as it was.
-    record, trainer_args = run_start.start_run_outputs(training_args, record, derived, resume_point.checkpoint)
+    record, trainer_args = run_record.start_run_outputs(training_args, record, derived, resume_point.checkpoint)
     trainer = PretrainTrainer(
         model=model, args=trainer_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
         data_collator=collator, processing_class=tokenizer,
         compute_metrics=SpanCorruptionMetrics(special_target_ids(tokenizer)),
         preprocess_logits_for_metrics=predicted_ids_and_losses,
-        optimizers=(optimizer, None), resume_point=resume_point, packed_batches=packed,
+        optimizers=(optimizer, None), resume_point=resume_point, packed_batches=packing.batches,
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(),
-                   callbacks.CollatorEpochCallback(objective_collator, *(packed[:1] if packed else ())),
+                   callbacks.CollatorEpochCallback(objective_collator, *packing.epoch_followers()),
                    callbacks.RunLogCallback(),
                    preemption.PreemptionCallback()])
 
@@ -144,18 +128,18 @@ def main(argv=None):
     trainer.log_metrics("all", metrics)
     if trainer.is_world_process_zero():
         run = model_card.RunFacts("pre_train_t5.py", argv, record)
-        write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer)
+        write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer, objective)
         if training_args.push_to_hub:
             hub_upload.push_run_folder(training_args, f"End of training (pre_train_t5.py, step "
                                                       f"{trainer.state.global_step})")
-    out_log.close_run_log()
+    run_logging.close_run_log()
     return metrics
 
 
-def write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer):
+def write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer, objective):
     """metrics.json (with the data seen), loss_curve.png, trainer state and the model card next to the saved
     model."""
-    out, derived = trainer.args.output_dir, run.record[run_record.DERIVED_KEY]
+    out, derived = trainer.args.output_dir, run.record[parsing.DERIVED_KEY]
     windows_seen = trainer.state.global_step * derived["global_batch_size"]
     if "train_examples_per_step" in metrics:  # packed: a batch holds a variable number of windows
         windows_seen = round(trainer.state.global_step * metrics["train_examples_per_step"])
@@ -165,7 +149,8 @@ def write_run_outputs(trainer, metrics, run, corpus_counts, tokenizer):
     write_json(f"{out}/{run_folder.METRICS_FILE}", summary)
     plot_loss_curve(trainer.state.log_history, f"{out}/{run_folder.LOSS_CURVE_FILE}", EVAL_METRIC)
     trainer.save_state()
-    model_card.write_model_card(out, pretraining_card.build_card(run, summary, trainer.model, tokenizer, trainer))
+    model_card.write_model_card(out, pretraining_card.build_card(run, summary, trainer.model, tokenizer, trainer,
+                                                                 objective))
     logger.info("wrote %s: model, config.yaml, metrics.json, loss_curve.png, README.md (model card), out.log", out)
 
 

@@ -15,15 +15,13 @@ import logging
 import sys
 import time
 
-import torch
-
 import constants
 from t5kit import cli
 from t5kit.config import parsing
-from t5kit.config.programs import PREDICT_FLAG_CLASSES
+from t5kit.config.script_flags import PREDICT_FLAG_CLASSES
 from t5kit.data import predict_inputs
-from t5kit.model import building, ctranslate2_backend, inference
-from t5kit.outputs import export_record, log_setup, model_card
+from t5kit.model import inference, predictors
+from t5kit.outputs import model_card, run_logging
 from t5kit.outputs.predictions import write_predict_file
 
 logger = logging.getLogger(__name__)
@@ -34,7 +32,7 @@ def main(argv=None):
     (args,) = parsing.parse_flags(PREDICT_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
 
     # 2. Logging (the console; predicting writes one file, no run folder)
-    log_setup.setup_console_logging()
+    run_logging.setup_console_logging()
 
     # 3. Task: --task, else the one the model card records; without one the inputs are fed as they are.
     card = model_card.read_card_section(args.model_name_or_path)
@@ -45,19 +43,13 @@ def main(argv=None):
     inputs = predict_inputs.read_inputs(args.input_file, task_vals, args.text_column, args.max_predict_samples)
     span_filling = task_vals is None and any(map(predict_inputs.has_sentinels, inputs.texts))
 
-    # 5. Tokenizer, model (a folder of another architecture, or one without a tokenizer, is refused here).
-    #    --backend ctranslate2: a CTranslate2 Translator (a fresh export, an export folder, or converted now).
-    if args.backend == "ctranslate2":
-        model = export_record.open_translator(args.model_name_or_path, args.compute_type, args.threads, args.use_cpu)
-        device = model.device
-    else:
-        building.load_model_config(args.model_name_or_path)
-    tokenizer = building.load_tokenizer(args.tokenizer_name_or_path, flag="--model_name_or_path" if
-                                        args.tokenizer_name_or_path == args.model_name_or_path else
-                                        "--tokenizer_name_or_path")
-    if args.backend == "torch":
-        device = "cuda" if torch.cuda.is_available() and not args.use_cpu else "cpu"
-        model = inference.place_model(building.load_pretrained_t5(args.model_name_or_path), device, args.bf16)
+    # 5. Model, then tokenizer (a folder of another architecture, or one without a tokenizer, is refused here): the
+    #    --backend's predictor (model/predictors.py): torch's generate, or a CTranslate2 Translator on a fresh
+    #    export, an export folder, or a conversion made now.
+    predictor = predictors.load(args.backend, args.model_name_or_path, args.tokenizer_name_or_path,
+                                predictors.PredictorSettings(use_cpu=args.use_cpu, bf16=args.bf16,
+                                                             compute_type=args.compute_type, threads=args.threads))
+    tokenizer = predictor.tokenizer
 
     # 6. Tokenise: inputs cut to the length the model was trained with (the card's), counted.
     max_source_length = args.max_source_length or card.get("max_source_length") or constants.INPUT_LENGTH
@@ -69,21 +61,16 @@ def main(argv=None):
     # 7. Generation length: the task's longest target unless --max_new_tokens says otherwise.
     max_new_tokens = args.max_new_tokens or predict_inputs.generation_length(task_vals, card, tokenizer)
     label_words = list(task_vals["labels"].values()) if args.label_scoring == "rank" else None
-    logger.info("%s: %d examples, task %s, %s, batches of %d sorted by length, %s%s", args.input_file,
+    logger.info("%s: %d examples, task %s, %s, batches of %d sorted by length, %s", args.input_file,
                 len(input_ids), task_vals["name"] if task_vals else "none (inputs as they are)",
                 "label words ranked" if label_words else f"{args.num_beams} beam(s), <= {max_new_tokens} new tokens",
-                args.batch_size, device, " bf16" if args.bf16 and args.backend == "torch" else "")
+                args.batch_size, predictor.description)
 
     # 8. Predict in length-sorted batches, each padded to its own longest input.
     start = time.perf_counter()
-    if args.backend == "ctranslate2":
-        predictions = ctranslate2_backend.predict(model, tokenizer, input_ids, args.batch_size, label_words=label_words,
-                                                  max_new_tokens=max_new_tokens, num_beams=args.num_beams,
-                                                  keep_sentinels=span_filling, progress=not args.disable_tqdm)
-    else:
-        predictions = inference.predict(model, tokenizer, input_ids, args.batch_size, label_words=label_words,
-                                        max_new_tokens=max_new_tokens, num_beams=args.num_beams,
-                                        keep_sentinels=span_filling, progress=not args.disable_tqdm)
+    predictions = predictor.predict(input_ids, args.batch_size, label_words=label_words,
+                                    max_new_tokens=max_new_tokens, num_beams=args.num_beams,
+                                    keep_sentinels=span_filling, progress=not args.disable_tqdm)
     seconds = time.perf_counter() - start
 
     # 9. Write one row per example, in input order.

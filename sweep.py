@@ -19,7 +19,7 @@ from transformers import HfArgumentParser
 
 from t5kit import cli
 from t5kit.config import parsing
-from t5kit.config.sweep_arguments import SweepArguments
+from t5kit.config.script_flags import SWEEP_FLAG_CLASSES
 from t5kit.errors import UsageError
 from t5kit.sweep import report as sweep_report
 from t5kit.sweep import space as sweep_space
@@ -34,12 +34,12 @@ USAGE = "python sweep.py SWEEP.yaml [--trials N] [--storage URL] [--report]"
 
 def parse_args(argv):
     if "-h" in argv or "--help" in argv:  # asked for, so not an error: help on stdout, exit 0 like argparse's
-        HfArgumentParser(SweepArguments, usage=USAGE, description=__doc__,
+        HfArgumentParser(SWEEP_FLAG_CLASSES, usage=USAGE, description=__doc__,
                          formatter_class=argparse.RawDescriptionHelpFormatter).print_help()
         raise SystemExit(0)
     if not argv or argv[0].startswith("-") or not argv[0].endswith((".yaml", ".yml")):
         raise UsageError(f"usage: {USAGE}")
-    (args,) = parsing.parse_flags((SweepArguments,), argv[1:])
+    (args,) = parsing.parse_flags(SWEEP_FLAG_CLASSES, argv[1:])
     return argv[0], args
 
 

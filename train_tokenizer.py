@@ -20,7 +20,7 @@ import sentencepiece
 from constants import NUM_SENTINELS
 from t5kit import cli
 from t5kit.config import parsing
-from t5kit.config.tokenizer_arguments import TokenizerArguments
+from t5kit.config.script_flags import TOKENIZER_FLAG_CLASSES
 from t5kit.model import tokenizer_training
 from t5kit.model.building import check_t5_tokenizer
 from t5kit.outputs import run_folder
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 def main(argv=None):
     # 1. Flags: validated before anything is read or written.
-    (args,) = parsing.parse_flags((TokenizerArguments,), sys.argv[1:] if argv is None else argv)
+    (args,) = parsing.parse_flags(TOKENIZER_FLAG_CLASSES, sys.argv[1:] if argv is None else argv)
     tokenizer_training.check_train_files(args.train_files)
     run_folder.check_new_output_dir(args.output_dir, args.overwrite_output_dir)
 

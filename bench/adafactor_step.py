@@ -12,20 +12,16 @@ the stacked update is timed too, although training keeps transformers' loop ther
 """
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from transformers.optimization import Adafactor
 
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from transformers.optimization import Adafactor  # noqa: E402
-
-import constants  # noqa: E402
-from t5kit.model import building  # noqa: E402
-from t5kit.optim import grouped_adafactor  # noqa: E402
-from t5kit.optim.grouped_adafactor import GroupedAdafactor  # noqa: E402
+import constants
+from t5kit.model import building
+from t5kit.optim import grouped_adafactor
+from t5kit.optim.grouped_adafactor import GroupedAdafactor
 
 
 def parse_args(argv=None):

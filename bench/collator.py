@@ -13,16 +13,13 @@ import os
 import random
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import constants  # noqa: E402
-from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths, random_spans_noise_mask  # noqa: E402
-from bench.paths import SHARED_DATA  # noqa: E402
+import constants
+from bench.paths import SHARED_DATA
+from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths, random_spans_noise_mask
 
 BATCH_SIZE = 128
 BURN_IN, REPEATS = 3, 15  # best of 15 per arm: other processes share these 2 cores

@@ -15,17 +15,14 @@ import json
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import torch  # noqa: E402
+import torch
 
-from bench.paths import SHARED_DATA  # noqa: E402
-from bench.predict import has_bf16  # noqa: E402
-from t5kit.data import predict_inputs  # noqa: E402
-from t5kit.data.task_format import find_task  # noqa: E402
-from t5kit.data.task_sources import label_id  # noqa: E402
+from bench.paths import ROOT, SHARED_DATA
+from bench.predict import has_bf16
+from t5kit.data import predict_inputs
+from t5kit.data.task_format import find_task
+from t5kit.data.task_sources import label_id
 
 
 def predict(model, task, input_file, output_file, backend, compute_type, label_scoring, max_examples):

@@ -8,8 +8,8 @@ Each section runs as its own process (the project's scripts and benches, as a us
 out-of-memory error in one leaves the others their figures, and GPU memory is free between them. A section starts
 only if its estimate fits in what is left of the budget, and it is stopped when the budget runs out; either way
 the JSON says why it has no figures. The dry run (--tiny) has no budget unless --budget_s gives one: it checks that
-every section runs to the end, however fast the CPU is. Sections (bench/gpu_sections.py; they run in SECTIONS' order, issue 31's targets
-first; --tiny shrinks each to seconds on a CPU):
+every section runs to the end, however fast the CPU is. Sections (bench/gpu_sections.py; they run in SECTIONS' order,
+the Trainer's throughput targets first; --tiny shrinks each to seconds on a CPU):
 
 - environment: the device, torch / transformers / accelerate / deepspeed versions, bf16 support.
 - throughput_*: bench/pretrain_throughput.py (Trainer vs bare loop, tokens/s, MFU against the card's bf16 spec) for
@@ -19,7 +19,8 @@ first; --tiny shrinks each to seconds on a CPU):
 - trainer_profile: where the Trainer arm's step goes (torch.profiler over a few steps of the compiled t5_flex arm).
 - attention_bias: bench/attention_bias.py, the biased self-attention alone, FlexAttention and its variants.
 - bf16_correctness: pre_train_t5.py, 200 steps of a small model on ../shared/data text in fp32, bf16, bf16 with
-  --z_loss and bf16 with --activation_dtype bfloat16 where the flags exist; no non-finite loss, and the bf16 loss curve within LOSS_TOLERANCE of fp32's.
+  --z_loss and bf16 with --activation_dtype bfloat16 where the flags exist; no non-finite loss, and the bf16 loss
+  curve within LOSS_TOLERANCE of fp32's.
 - ul2_packing: real tokens/s and padding of --objective ul2 with and without --packing (bench/packing.py's reading).
 - packed_equivalence: packed rows against their examples unpacked, per attention implementation, t5_flex included
   (bench/packed_equivalence.py).
@@ -33,15 +34,24 @@ import math
 import os
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # bench.gpu_sections, run as a script from any folder
-from bench.gpu_sections import (  # noqa: E402
-    SectionSkipped, attention_bias, bf16_correctness, environment, fsdp, inference, packed_equivalence, quality,
-    throughput, trainer_profile, ul2_packing, zero2)
+from bench.gpu_sections import (
+    SectionSkipped,
+    attention_bias,
+    bf16_correctness,
+    environment,
+    fsdp,
+    inference,
+    packed_equivalence,
+    quality,
+    throughput,
+    trainer_profile,
+    ul2_packing,
+    zero2,
+)
+from bench.paths import ROOT
 
 
 def parse_args(argv=None):
@@ -92,7 +102,7 @@ class Check:
                 figures, status, note = {}, "skipped", str(skip)
             except BudgetSpent as stop:
                 figures, status, note = {}, "stopped", str(stop)
-            except Exception as err:  # noqa: BLE001: one failed section must not cost the others their figures
+            except Exception as err:  # one failed section must not cost the others their figures
                 figures, status, note = {}, "failed", f"{type(err).__name__}: {err}"
             self.results[name] = {"status": status, "note": note, "seconds": round(time.time() - began, 1),
                                   "figures": figures}

@@ -10,5 +10,8 @@ if compgen -G ".whl/*.whl" > /dev/null; then
     .whl/*.whl
   export PYTHONPATH="/tmp/t5kit-site${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# The GPU image has no editable install of the project: the repository root on the path gives the benches `bench`,
+# `t5kit` and the root modules, as `pip install -e .` does in the Makefile's venv.
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false
 exec python3 bench/gpu_check.py "$@"

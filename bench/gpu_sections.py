@@ -28,7 +28,7 @@ def environment(check):
     for package in ("accelerate", "deepspeed", "ctranslate2"):
         try:
             versions[package] = __import__(package).__version__
-        except Exception:  # noqa: BLE001: absent or broken: recorded as such
+        except Exception:  # absent or broken: recorded as such
             versions[package] = None
     cuda = check.args.device == "cuda" and torch.cuda.is_available()
     if check.args.device == "cuda" and not cuda:
@@ -223,7 +223,7 @@ def ctranslate2_runs(device):
     try:
         import ctranslate2
         return device == "cpu" or ctranslate2.get_cuda_device_count() > 0
-    except Exception:  # noqa: BLE001: absent, or its libraries fail to load
+    except Exception:  # absent, or its libraries fail to load
         return False
 
 

@@ -19,9 +19,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ARMS = ("full", "lora")
 VOCAB_SIZE = 32128  # T5's padded vocabulary

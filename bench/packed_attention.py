@@ -15,20 +15,16 @@ mask only (wrong maths, the same shapes), which prices the segment masks alone: 
 """
 import argparse
 import itertools
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import constants  # noqa: E402
-from t5kit.config.pretrain_arguments import check_denoisers  # noqa: E402
-from t5kit.data import ul2  # noqa: E402
-from t5kit.model import building, packed_attention  # noqa: E402
-from bench.paths import SHARED_DATA  # noqa: E402
+import constants
+from bench.paths import SHARED_DATA
+from t5kit.config.pretrain_arguments import check_denoisers
+from t5kit.data import ul2
+from t5kit.model import building, packed_attention
 
 DENOISERS = check_denoisers(constants.UL2_DENOISERS, "ul2")
 

@@ -13,17 +13,13 @@ model: the maths, not the text, is under test. The last line printed is the JSON
 """
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from transformers import T5Config, T5ForConditionalGeneration
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from t5kit.data import packing  # noqa: E402
-from t5kit.model import packed_attention, t5_flex_attention  # noqa: E402
+from t5kit.data import packing
+from t5kit.model import packed_attention, t5_flex_attention
 
 ATTENTIONS = ("eager", "sdpa", t5_flex_attention.NAME)
 VOCAB_SIZE = 32128  # T5's
@@ -58,7 +54,8 @@ def batches(examples):
              "attention_mask": [[1] * len(i) + [0] * (longest_in - len(i)) for i, _ in examples],
              "labels": [t + [-100] * (longest_out - len(t)) for _, t in examples],
              "decoder_input_ids": [[0, *t[:-1]] + [0] * (longest_out - len(t)) for _, t in examples]}
-    to_tensors = lambda batch: {key: torch.as_tensor(value, dtype=torch.int64) for key, value in batch.items()}  # noqa: E731
+    def to_tensors(batch):
+        return {key: torch.as_tensor(value, dtype=torch.int64) for key, value in batch.items()}
     return to_tensors(packed), to_tensors(plain), starts
 
 

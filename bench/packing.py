@@ -31,9 +31,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # bench.paths, run as a script
-from bench.paths import SHARED_DATA  # noqa: E402
+from bench.paths import ROOT, SHARED_DATA
 
 ROWS = ("ul2", "prefix_lm", "glue_mix")
 GLUE_MIX = "glue/sst2,glue/rte,glue/cola"  # ../shared/data/glue holds each task's folder

@@ -13,23 +13,19 @@ tokens / all tokens of the padded batches, inputs and targets together; the last
 """
 import argparse
 import logging
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.data import RandomSampler
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from t5kit.config.finetune_arguments import FineTuneDataArguments  # noqa: E402
-from t5kit.data import task_splits  # noqa: E402
-from t5kit.data.task_format import get_task_vals  # noqa: E402
-from t5kit.data.task_mixture import mix_task_datasets  # noqa: E402
-from t5kit.model import building  # noqa: E402
-from t5kit.train.task_trainer import length_bucket_indices  # noqa: E402
-from bench.paths import SHARED_DATA  # noqa: E402
+from bench.paths import SHARED_DATA
+from t5kit.config.finetune_arguments import FineTuneDataArguments
+from t5kit.data import task_splits
+from t5kit.data.task_format import get_task_vals
+from t5kit.data.task_mixture import mix_task_datasets
+from t5kit.model import building
+from t5kit.train.task_trainer import length_bucket_indices
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "wnli")  # the GLUE tasks with a train.tsv in ../shared/data
 MAX_SOURCE_LENGTH = 512

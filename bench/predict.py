@@ -30,21 +30,17 @@ machine). The last line sums every task: all examples over all seconds, per arm.
 """
 import argparse
 import copy
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 from transformers import T5ForConditionalGeneration
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from t5kit.config.checks import cpu_has_native_bf16  # noqa: E402
-from t5kit.data import predict_inputs  # noqa: E402
-from t5kit.data.task_format import find_task  # noqa: E402
-from t5kit.model import building, ctranslate2_backend, inference  # noqa: E402
-from bench.paths import SHARED_DATA  # noqa: E402
+from bench.paths import SHARED_DATA
+from t5kit.config.checks import cpu_has_native_bf16
+from t5kit.data import predict_inputs
+from t5kit.data.task_format import find_task
+from t5kit.model import building, ctranslate2_backend, inference
 
 MAX_SOURCE_LENGTH = 512
 SEED = 0

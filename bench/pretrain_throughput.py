@@ -22,7 +22,7 @@ $T5_DATA_DIR/t5_spiece (default ../shared/data/t5_spiece); without it the bench 
 - bare loop: the batches collated once up front (pinned on cuda); per step: copy to the device (non-blocking),
   autocast(bf16) forward, backward, clip_grad_norm_ (Trainer clips at max_grad_norm by default, so the two arms do
   the same math), optimizer.step(), scheduler.step(), zero_grad(). Optimizer class and kwargs come from
-  selection.optimizer_cls_and_kwargs (Trainer's), so it is the optimizer the trainer arm builds (in one
+  optimizer_classes.optimizer_cls_and_kwargs (Trainer's), so it is the optimizer the trainer arm builds (in one
   parameter group instead of Trainer's decay/no-decay two; weight decay is 0 by default, so the math is the same).
 
 Every clock reading sits behind torch.cuda.synchronize() on CUDA. --timing span (the default on cuda) reads the
@@ -48,30 +48,26 @@ import argparse
 import gc
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):  # before transformers is imported
     os.environ.setdefault(_var, "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from transformers import PrinterCallback, TrainerCallback, get_scheduler, set_seed  # noqa: E402
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import PrinterCallback, TrainerCallback, get_scheduler, set_seed
 
-from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths  # noqa: E402
-from t5kit.config.arguments import (ACTIVATION_DTYPES, ATTN_IMPLEMENTATIONS, ModelArguments,  # noqa: E402
-                                    T5TrainingArguments)
-from t5kit.config.pretrain_arguments import SpanCorruptionArguments  # noqa: E402
-from t5kit.model import building  # noqa: E402
-from t5kit.optim import selection  # noqa: E402
-from bench.step_profile import ProfileTimedSteps, profile_arm  # noqa: E402
-from t5kit.train.pretrain_trainer import PretrainTrainer  # noqa: E402
-from bench.paths import SHARED_DATA  # noqa: E402
+from bench.paths import SHARED_DATA
+from bench.step_profile import ProfileTimedSteps, profile_arm
+from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
+from t5kit.config.arguments import ACTIVATION_DTYPES, ATTN_IMPLEMENTATIONS, ModelArguments, T5TrainingArguments
+from t5kit.config.pretrain_arguments import SpanCorruptionArguments
+from t5kit.model import building
+from t5kit.optim import optimizer_classes
+from t5kit.train.pretrain_trainer import PretrainTrainer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Square matmul for the peak: big enough to reach the BLAS/cuBLAS plateau, small enough to time in seconds.
@@ -264,7 +260,7 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
     with tempfile.TemporaryDirectory() as output_dir:
         training_args = make_training_args(args, output_dir, dtype_name)
     model = build_model(args, tokenizer, training_args).to(args.device)
-    optimizer_cls, optimizer_kwargs = selection.optimizer_cls_and_kwargs(training_args, model)
+    optimizer_cls, optimizer_kwargs = optimizer_classes.optimizer_cls_and_kwargs(training_args, model)
     optimizer = optimizer_cls(model.parameters(), **optimizer_kwargs)
     scheduler = get_scheduler(training_args.lr_scheduler_type, optimizer, training_args.get_warmup_steps(len(batches)),
                               len(batches))

@@ -34,11 +34,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from t5kit.data.predict_inputs import read_rows  # noqa: E402
-from t5kit.data.task_format import find_task, text_columns  # noqa: E402
-from bench.paths import SHARED_DATA  # noqa: E402
+from bench.paths import ROOT, SHARED_DATA
+from t5kit.data.predict_inputs import read_rows
+from t5kit.data.task_format import find_task, text_columns
 
 LATIN1_BOOKS = ("chesterton-ball.txt", "shakespeare-caesar.txt")  # not UTF-8 (../shared/data/PROVENANCE.md)
 TASK_FOLDERS = {"sst2": "SST-2", "rte": "RTE", "cola": "CoLA"}

@@ -28,19 +28,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
            "TOKENIZERS_PARALLELISM": "false"}
 os.environ.update(OFFLINE)  # before transformers or datasets is imported
 
-from data_collator import compute_input_and_target_lengths  # noqa: E402
-from t5kit.config import parsing  # noqa: E402
-from t5kit.config.programs import PRETRAIN_FLAG_CLASSES  # noqa: E402
-from t5kit.data import corpus  # noqa: E402
-from t5kit.model.building import load_tokenizer  # noqa: E402
-from t5kit.train import checkpointing, stream_resume  # noqa: E402
-from bench.paths import SHARED_DATA  # noqa: E402
+from bench.paths import ROOT as REPO
+from bench.paths import SHARED_DATA
+from data_collator import compute_input_and_target_lengths
+from t5kit.config import parsing
+from t5kit.config.script_flags import PRETRAIN_FLAG_CLASSES
+from t5kit.data import corpus
+from t5kit.model.building import load_tokenizer
+from t5kit.train import checkpointing, stream_resume
 
 STEPS = (10, 1000)
 
@@ -49,12 +48,13 @@ STEPS = (10, 1000)
 TIMED_RUN = """
 import json, runpy, sys, time
 import datasets
-from t5kit.data.packed_stream import PackedWindowStream
+from t5kit.data.window_stream import WindowStream
 from t5kit.train.pretrain_trainer import PretrainTrainer
+from bench.paths import ROOT as REPO
 
 marks, read = {}, [0]
 train, step = PretrainTrainer.train, PretrainTrainer.training_step
-getitems, hand_out = datasets.Dataset.__getitems__, PackedWindowStream._hand_out
+getitems, hand_out = datasets.Dataset.__getitems__, WindowStream._hand_out
 
 def timed_train(self, *args, **kwargs):
     marks["start"], read[0] = time.perf_counter(), 0
@@ -75,7 +75,7 @@ def counted_hand_out(self, start, windows):
         yield window
 
 PretrainTrainer.train, PretrainTrainer.training_step = timed_train, timed_step
-datasets.Dataset.__getitems__, PackedWindowStream._hand_out = counted_getitems, counted_hand_out
+datasets.Dataset.__getitems__, WindowStream._hand_out = counted_getitems, counted_hand_out
 sys.argv = ["pre_train_t5.py", *sys.argv[1:]]
 runpy.run_path("pre_train_t5.py", run_name="__main__")
 print("FIRST_STEP " + json.dumps(marks["first_step"]))

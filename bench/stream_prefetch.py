@@ -5,7 +5,7 @@
 
 With --streaming the stream lives in the main process (--dataloader_num_workers 0, so that resume is exact). Read
 in line, reading, tokenising and cutting the next batch happen between training steps, while the accelerator
-idles: the host prepares the next batch only once it has launched the current step. packed_stream reads ahead in a
+idles: the host prepares the next batch only once it has launched the current step. window_stream reads ahead in a
 thread instead. This bench builds a C4-like corpus (JSON lines, ~400-word documents cut from the Gutenberg
 books, 4 files), streams it through corpus.load_raw_corpus + corpus.stream_windows as pre_train_t5 does, and hands
 out `--batch_size` windows per step; the step itself is time.sleep(--step_seconds), which is what the main thread
@@ -17,24 +17,21 @@ how much of each step is data time.
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 
-from data_collator import compute_input_and_target_lengths  # noqa: E402
-from t5kit.config.arguments import T5TrainingArguments  # noqa: E402
-from t5kit.config.pretrain_arguments import PretrainDataArguments  # noqa: E402
-from t5kit.data import corpus, packed_stream  # noqa: E402
-from t5kit.model import building  # noqa: E402
-from bench.paths import SHARED_DATA  # noqa: E402
+from bench.paths import SHARED_DATA
+from data_collator import compute_input_and_target_lengths
+from t5kit.config.arguments import T5TrainingArguments
+from t5kit.config.pretrain_arguments import PretrainDataArguments
+from t5kit.data import corpus, window_stream
+from t5kit.model import building
 
 WORDS_PER_DOCUMENT = 400  # C4's median document is ~400 words
 NUM_FILES = 4
@@ -98,7 +95,7 @@ def main(argv=None):
     tokens_length, _ = compute_input_and_target_lengths(args.input_length, 0.15, 3.0)
     with tempfile.TemporaryDirectory() as folder:
         files = write_corpus(folder, copies=3)
-        arms = {"in line": 0, "read ahead": packed_stream.PREFETCH_WINDOWS}
+        arms = {"in line": 0, "read ahead": window_stream.PREFETCH_WINDOWS}
         alone, _ = run_arm(training_stream(files, tokenizer, tokens_length, 0), args, 0.0)
         results = {name: run_arm(training_stream(files, tokenizer, tokens_length, prefetch), args,
                                  args.step_seconds) for name, prefetch in arms.items()}

@@ -4,7 +4,8 @@ model, from parts of it (the rest a random init of the same shape), and from ran
     python bench/transfer_parts.py --model runs/bench_quality/pretrain --seeds 1 2 3
     python bench/transfer_parts.py --model runs/bench_quality/pretrain --seeds 1 --parts whole none --no_probe
 
-Why: when a pre-trained model fine-tunes worse than random init (docs/quality-diagnostics.md), this says where the harm is.
+Why: when a pre-trained model fine-tunes worse than random init (docs/quality-diagnostics.md), this says where the
+harm is.
 1. Models: for each of --parts, a model folder in --work_dir/models whose tensors come from --model where the part
    says so and from one random init (seed 0) elsewhere; tokenizer copied from --model.
 2. Linear probe (seconds): logistic regression on the mean-pooled token embeddings, and on the mean-pooled encoder
@@ -16,8 +17,6 @@ import argparse
 import csv
 import json
 import shlex
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,14 +24,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from transformers import T5ForConditionalGeneration
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.paths import SHARED_DATA  # noqa: E402
-from bench.quality import finetune, mean_std  # noqa: E402
-from t5kit.data.task_sources import read_delimited  # noqa: E402
-from t5kit.data.task_format import format_input, get_task_vals  # noqa: E402
-from t5kit.model.building import load_tokenizer, new_t5_model  # noqa: E402
+from bench.paths import ROOT, SHARED_DATA
+from bench.quality import finetune, mean_std
+from t5kit.data.task_format import format_input, get_task_vals
+from t5kit.data.task_sources import read_delimited
+from t5kit.model.building import load_tokenizer, new_t5_model
 
 EMBEDDINGS = ("shared.", "encoder.embed_tokens.", "decoder.embed_tokens.", "lm_head.")
 # part -> the state-dict prefixes taken from the pre-trained model (the rest: random init)

@@ -4,9 +4,9 @@
     python bench/word_statistics.py --model runs/bench_quality/pretrain --corpus runs/bench_quality/corpus/train.txt \
         --with_sst2_train --finetune_overrides='--max_steps 100 --warmup_steps 20'
 
-Why: when no pre-trained T5 fine-tunes better than random init (docs/quality-diagnostics.md), is the model failing to learn what
-the text offers, or does the text not offer it? Word vectors from co-occurrence counts (PPMI + SVD, Levy et al.
-2015) are the cheapest strong learner of word similarity; fine-tuning from them bounds what word-level knowledge
+Why: when no pre-trained T5 fine-tunes better than random init (docs/quality-diagnostics.md), is the model failing to
+learn what the text offers, or does the text not offer it? Word vectors from co-occurrence counts (PPMI + SVD, Levy
+et al. 2015) are the cheapest strong learner of word similarity; fine-tuning from them bounds what word-level knowledge
 of this corpus is worth.
 1. Counts: the corpus (and, with --with_sst2_train, SST-2's training sentences without their labels) tokenised by
    --model's tokenizer; co-occurrence within --window ids, weighted 1/distance.
@@ -18,19 +18,16 @@ of this corpus is worth.
    the linear probe and SST-2 fine-tuning per seed.
 """
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import T5ForConditionalGeneration
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench import transfer_parts  # noqa: E402
-from t5kit.model.building import load_tokenizer, new_t5_model  # noqa: E402
-from t5kit.model.word_vectors import cooccurrence, ppmi_vectors, set_embeddings  # noqa: E402
+from bench import transfer_parts
+from bench.paths import ROOT
+from t5kit.model.building import load_tokenizer, new_t5_model
+from t5kit.model.word_vectors import cooccurrence, ppmi_vectors, set_embeddings
 
 TOKENIZE_LINES = 2000
 

@@ -31,8 +31,8 @@ from typing import Optional
 
 from t5kit import cli
 from t5kit.config import parsing
+from t5kit.digests import file_sha256
 from t5kit.errors import UsageError
-from t5kit.outputs.atomic_files import file_sha256
 from t5kit.outputs.run_folder import creating_output_dir, refuse_a_file_in_the_way
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import sys
 import threading
 
 from t5kit.errors import UsageError
-from t5kit.outputs.out_log import RUN_LOG_ONLY
+from t5kit.outputs.run_logging import RUN_LOG_ONLY
 
 logger = logging.getLogger(__name__)
 

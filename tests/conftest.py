@@ -1,17 +1,24 @@
-"""Test-wide setup: offline hubs and W&B, set before any test module imports transformers or datasets."""
+"""Test-wide setup, before any test module imports torch, transformers or datasets: offline hubs and W&B, and under
+pytest-xdist (`make test` runs two workers) one thread and one temporary folder per worker."""
 import os
-import sys
-from pathlib import Path
+import tempfile
+
+from absl import flags as absl_flags
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# Tests import the t5kit package and the root modules (constants, data_collator, metrics) as the entry scripts do.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... under xdist; unset in a single process
+if WORKER:
+    # Two torch processes on two cores with default threads run up to 8x slower (their threads spin waiting for
+    # each other): each worker, and every process it starts, computes on one thread.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+    # absl's default test folder (get_default_test_tmpdir, named subfolders of it) is one per worker, so that two
+    # workers never write the same folder; absltest reads TEST_TMPDIR when it is first imported, after this.
+    os.environ["TEST_TMPDIR"] = tempfile.mkdtemp(prefix=f"t5kit-tests-{WORKER}-")
 
 # absl's TestCase helpers (create_tempdir) read absl flags, which pytest never parses: use their defaults.
-from absl import flags as absl_flags  # noqa: E402
-
 absl_flags.FLAGS.mark_as_parsed()

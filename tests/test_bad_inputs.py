@@ -15,8 +15,17 @@ from absl.testing import absltest, parameterized
 
 from t5kit import cli
 from t5kit.outputs import run_lock
-from tests.helpers import (REPO, entry_main, predict_flags, require, save_tiny_family_model, save_tiny_t5, snapshot, tiny_flags,
-                           tiny_run_flags)
+from tests.helpers import (
+    REPO,
+    entry_main,
+    predict_flags,
+    require,
+    save_tiny_family_model,
+    save_tiny_t5,
+    snapshot,
+    tiny_flags,
+    tiny_run_flags,
+)
 
 
 def write(path, text):
@@ -102,7 +111,8 @@ CASES = {
     "input_length_short": ("pre_train_t5", lambda w: pretrain(w, input_length=4),
                            "--input_length=4 is too short for span corruption; use >= 8 (T5: 512)"),
     "denoiser_span": ("pre_train_t5", lambda w: pretrain(
-        w, objective="ul2", denoisers="[{paradigm: X, noise_density: 0.5, mean_noise_span_length: 0.5, proportion: 1}]"),
+        w, objective="ul2",
+        denoisers="[{paradigm: X, noise_density: 0.5, mean_noise_span_length: 0.5, proportion: 1}]"),
         "--denoisers item 1: mean_noise_span_length=0.5 must be >= 1 (tokens); the T5 paper uses 3"),
     "mean_span": ("pre_train_t5", lambda w: pretrain(w, mean_noise_span_length=0),
                   "--mean_noise_span_length=0.0 must be >= 1"),
@@ -350,7 +360,8 @@ CASES = {
                                                  return_value=CPU_WITHOUT_BF16)),
     "export_output_exists": ("export_t5", lambda w: [write(w / "model/config.json", T5_CONFIG),
                                                      write(w / "model/ctranslate2/model.bin", "x"), *export(w)][2:],
-                             "--output_dir {work}/model/ctranslate2 exists; pass --overwrite true to replace it"),
+                             "--output_dir {work}/model/ctranslate2 exists; pass --overwrite_output_dir true to "
+                             "replace it"),
     "predict_export_record_mismatch": ("predict_t5", lambda w: predict(
         w, task="sst2", backend="ctranslate2", model_name_or_path=stale_export(w)),
         "--model_name_or_path {work}/export: its model.bin is not the one export_record.json records; re-export it"),

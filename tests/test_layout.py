@@ -14,7 +14,8 @@ from tests.helpers import ENTRY_SCRIPTS, REPO
 # layer or a lower one, never a higher one nor a sibling of equal rank (model and optim, train and sweep). The root
 # modules belong to layers: data_collator.py to data, metrics.py is its own. cli runs an entry script's main(), so
 # it sits above every layer it reports for (it takes the run log's constant from outputs).
-MODULE_LAYERS = {"t5kit.errors": "base", "constants": "base", "t5kit.config": "config", "t5kit.data": "data",
+MODULE_LAYERS = {"t5kit.errors": "base", "t5kit.specs": "base", "t5kit.digests": "base", "constants": "base",
+                 "t5kit.config": "config", "t5kit.data": "data",
                  "data_collator": "data", "metrics": "metrics", "t5kit.model": "model", "t5kit.optim": "optim",
                  "t5kit.outputs": "outputs", "t5kit.train": "train", "t5kit.sweep": "sweep", "t5kit.cli": "cli"}
 LAYER_RANKS = {"base": 0, "config": 1, "data": 2, "metrics": 3, "model": 4, "optim": 4, "outputs": 5, "train": 6,
@@ -76,10 +77,11 @@ class LayoutTest(parameterized.TestCase):
     @parameterized.named_parameters(
         ("data_imports_metrics", "t5kit.data.task_splits", "from metrics import parse_label"),
         ("metrics_imports_model", "metrics", "from t5kit.model.inference import score_label_words"),
-        ("model_imports_optim", "t5kit.model.building", "import t5kit.optim.selection"),
+        ("model_imports_optim", "t5kit.model.building", "import t5kit.optim.optimizer_classes"),
         ("model_imports_outputs", "t5kit.model.tokenizer_training", "from t5kit.outputs import run_folder"),
-        ("outputs_imports_train", "t5kit.outputs.out_log", "from t5kit.train.callbacks import LossLogCallback"),
-        ("sweep_imports_train", "t5kit.sweep.trial", "from t5kit.train import seams"),
+        ("outputs_imports_train", "t5kit.outputs.run_logging", "from t5kit.train.callbacks import LossLogCallback"),
+        ("sweep_imports_train", "t5kit.sweep.trial", "from t5kit.train import private_api"),
+        ("specs_imports_data", "t5kit.specs", "from t5kit.data import corpus"),
         ("train_imports_cli", "t5kit.train.callbacks", "from t5kit.cli import run_cli"),
         ("config_imports_data", "t5kit.config.checks", "import data_collator"))
     def test_a_planted_import_against_the_order_is_caught(self, module, planted):
@@ -93,12 +95,13 @@ class LayoutTest(parameterized.TestCase):
             self.assertEmpty([n for n in imported_modules(path) if n.startswith("t5kit.config")], path.name)
 
     def test_the_config_layer_loads_no_trainer_data_or_model_module(self):
-        code = ("import sys; import t5kit.config.programs, t5kit.config.parsing, t5kit.config.launch_checks; "
+        code = ("import sys; import t5kit.config.script_flags, t5kit.config.parsing, t5kit.config.launch_checks; "
                 "print('\\n'.join(m for m in sys.modules if m.startswith(('t5kit.', 'data_collator', 'metrics'))))")
         loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                                 check=True).stdout.split()
         self.assertNotEmpty(loaded)
-        self.assertEmpty([m for m in loaded if not m.startswith(("t5kit.config", "t5kit.errors"))], loaded)
+        self.assertEmpty([m for m in loaded if not m.startswith(("t5kit.config", "t5kit.errors", "t5kit.specs"))],
+                         loaded)
 
     def test_nothing_imports_an_entry_script(self):
         """Entry scripts are run, never imported: the package, benches, helper scripts and test modules import

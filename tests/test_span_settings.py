@@ -1,5 +1,5 @@
 """The span settings (noise density, mean span length, input length) have one validator,
-constants.check_span_settings, and the kept-span count one check, data_collator.check_kept_spans: the flags, the
+t5kit/specs.check_span_settings, and the kept-span count one check, data_collator.check_kept_spans: the flags, the
 --denoisers items, the span-corruption collator and UL2's mixture lengths accept the same values and refuse the
 same ones in the same words."""
 import math
@@ -9,6 +9,7 @@ from absl.testing import absltest, parameterized
 
 import constants
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
+from t5kit import specs
 from t5kit.config.pretrain_arguments import SpanCorruptionArguments, check_denoiser
 from t5kit.data import ul2
 from t5kit.errors import UsageError
@@ -48,7 +49,7 @@ class SpanSettingsTest(parameterized.TestCase):
         ("dense_single_tokens", 0.3, 1.0, 128),
     )
     def test_every_caller_accepts_good_settings(self, density, span, length):
-        constants.check_span_settings(density, span, length)
+        specs.check_span_settings(density, span, length)
         flags(density, span, length)
         made = collator(density, span, length)
         self.assertEqual(made.tokens_length, compute_input_and_target_lengths(length, density, span)[0])

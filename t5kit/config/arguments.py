@@ -1,8 +1,10 @@
-"""The flag groups entry scripts share (HF names wherever HF has one): where the model and tokenizer come from
-(pre-training, fine-tuning and predict_t5.py), how task inputs are cut and predicted (fine-tuning and prediction),
-the model and the training run. A shared flag is declared once, in its group, with one help text true for every
-script that takes it; a script's own group inherits the shared one. pretrain_arguments.py, finetune_arguments.py and
-predict_arguments.py hold each script's own groups; programs.py says which script takes which.
+"""The flag groups entry scripts share (HF names wherever HF has one): where the model comes from (every script that
+reads one) and its tokenizer (pre-training, fine-tuning and predict_t5.py), the folder a script writes and whether
+it may overwrite it, the hub upload, how task inputs are cut and predicted (fine-tuning and prediction), the model
+and the training run. A shared flag is declared once, in its group, with one help text true for every script that
+takes it; a script's own group inherits the shared ones (the training groups ahead of HF's TrainingArguments, so
+that their text replaces HF's). pretrain_arguments.py, finetune_arguments.py and
+predict_arguments.py hold each script's own groups; script_flags.py says which script takes which.
 
 Each field's help gives its meaning, default and interactions; a field with a fixed set of values declares it once,
 as `choices` in its metadata: argparse, the YAML checks, --help and `check_choices` all read it there.
@@ -17,6 +19,7 @@ from transformers import Seq2SeqTrainingArguments
 import constants
 from t5kit.config import checks, launch_checks, parsing
 from t5kit.errors import UsageError, one_line
+from t5kit.specs import FILE_BUILDERS
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "t5_flex")
 NAN_POLICIES = ("stop", "skip")
@@ -50,20 +53,27 @@ def check_data_files(flag, paths):
             raise UsageError(f"{flag}: file {path} not found")
         if path.stat().st_size == 0:
             raise UsageError(f"{flag}: file {path} is empty")
-        if path.suffix.lower() not in constants.FILE_BUILDERS:
+        if path.suffix.lower() not in FILE_BUILDERS:
             raise UsageError(f"{flag}: unsupported file type {path.suffix!r} for {path}; "
-                             f"use one of {', '.join(constants.FILE_BUILDERS)}")
+                             f"use one of {', '.join(FILE_BUILDERS)}")
 
 
 @dataclass
-class ModelSourceArguments:
-    """Where the model and its tokenizer come from: ModelArguments (pre-training, fine-tuning) and PredictArguments
-    inherit these two flags."""
+class ModelPathArguments:
+    """Where the model comes from: ModelSourceArguments (training, prediction) and ExportArguments inherit it."""
 
     model_name_or_path: str = field(default=None, metadata={
         "help": "Hub name or local folder of a T5-family model: T5, Flan-T5, mT5, UMT5 or LongT5 (loaded with "
                 "AutoModelForSeq2SeqLM), e.g. a run's output folder, whose model card names its task and input "
-                "length. Training continues from it (unset: random init from --model_size); predict_t5.py needs it."})
+                "length, or a LoRA run's merged/ folder. Training continues from it (unset: random init from "
+                "--model_size); predict_t5.py and export_t5.py need it."})
+
+
+@dataclass
+class ModelSourceArguments(ModelPathArguments):
+    """Where the model and its tokenizer come from: ModelArguments (pre-training, fine-tuning) and PredictArguments
+    inherit these two flags."""
+
     tokenizer_name_or_path: str = field(default=None, metadata={
         "help": "Hub name or local folder of the tokenizer (needs T5's <extra_id_N> sentinels). Unset: the one "
                 "saved with --model_name_or_path; a random init needs one (see train_tokenizer.py)."})
@@ -71,6 +81,44 @@ class ModelSourceArguments:
     def __post_init__(self):
         if self.tokenizer_name_or_path is None:
             self.tokenizer_name_or_path = self.model_name_or_path
+
+
+@dataclass
+class OutputDirArguments:
+    """The folder a script writes: the training scripts, train_tokenizer.py, export_t5.py and sweep.py inherit it."""
+
+    output_dir: str = field(default=None, metadata={
+        "help": "The folder this script writes: a training run's folder (config.yaml, out.log, checkpoints, the "
+                "model; required; $VAR in it is expanded, e.g. one folder per W&B sweep run), the tokenizer "
+                "(train_tokenizer.py; required), the export (export_t5.py; unset: MODEL/ctranslate2 for a local "
+                "model folder) or the sweep (sweep.py; unset: runs/sweeps/<study name>)."})
+
+
+@dataclass
+class OverwriteOutputDirArguments:
+    """Whether an --output_dir that holds files may be written: the training scripts, train_tokenizer.py and
+    export_t5.py inherit it."""
+
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Allow an --output_dir that already holds files: a training run writes into it (its own resume is "
+                "--resume_from_checkpoint auto), train_tokenizer.py and export_t5.py replace it whole, atomically. "
+                "Without it such a folder is refused."})
+
+
+@dataclass
+class HubArguments:
+    """The hub upload once everything is saved: the training scripts and export_t5.py inherit it."""
+
+    push_to_hub: bool = field(default=False, metadata={
+        "help": "Upload to --hub_model_id once everything is saved (the token from HF_TOKEN): a training run's "
+                "model, card and record at the end of training (--hub_strategy adds checkpoints), export_t5.py's "
+                "export as ctranslate2/. A failed upload is one error line; nothing saved is lost."})
+    hub_model_id: str = field(default=None, metadata={
+        "help": "The hub repo --push_to_hub uploads to (user/name or org/name): named, never guessed, so the model "
+                "card can say where the model lives."})
+    hub_private_repo: bool = field(default=None, metadata={
+        "help": "Create the --hub_model_id repo private if it does not exist yet (unset: public, or the "
+                "organisation's default)."})
 
 
 @dataclass
@@ -144,14 +192,14 @@ class ModelArguments(ModelSourceArguments):
 
 
 @dataclass
-class T5TrainingArguments(Seq2SeqTrainingArguments):
-    """Seq2SeqTrainingArguments plus what transformers 5.x dropped and our runs need."""
+class T5TrainingArguments(OutputDirArguments, OverwriteOutputDirArguments, HubArguments, Seq2SeqTrainingArguments):
+    """Seq2SeqTrainingArguments plus what transformers 5.x dropped and our runs need; the output folder and hub flags
+    are the shared groups' (the same text in every script that takes them)."""
 
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Allow writing into a non-empty --output_dir. Without it a non-empty folder is refused."})
     bf16: bool = field(default=None, metadata={
-        "help": "bf16 mixed precision. Unset: on where the GPU supports it (Ampere or newer), off elsewhere. "
-                "On CPU, --use_cpu true --bf16 true uses bf16 autocast."})
+        "help": "bf16 mixed precision: autocast, with fp32 weights, gradients and optimizer states (predict_t5.py's "
+                "--bf16 casts the weights instead). Unset: on where the GPU supports it (Ampere or newer), off "
+                "elsewhere. On CPU, --use_cpu true --bf16 true uses bf16 autocast."})
     param_group_lr: list[str] = field(default=None, metadata={
         "help": "Per-parameter-group learning rates, 'REGEX=LR' items matched against parameter names in order, "
                 "first match wins: --param_group_lr 'lm_head|shared=1e-3' '.*=1e-4' (or one comma-separated "

@@ -3,12 +3,21 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 import constants
 from t5kit.config import launch_checks
-from t5kit.config.arguments import (T5_SOURCE_LENGTH, T5TrainingArguments, TaskInputArguments, check_choices,
-                                    check_data_files, check_positive)
+from t5kit.config.arguments import (
+    T5_SOURCE_LENGTH,
+    T5TrainingArguments,
+    TaskInputArguments,
+    check_choices,
+    check_data_files,
+    check_positive,
+)
 from t5kit.config.sni_arguments import SNI_BENCHMARK, SNI_SOURCE_LENGTH, SNIArguments
 from t5kit.errors import UsageError
+from t5kit.specs import TaskDataSpec, TaskSelection
 
 _HF_FIELDS = {f.name: f for f in dataclasses.fields(T5TrainingArguments)}
 FINETUNE_FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl")
@@ -104,6 +113,8 @@ class FineTuneDataArguments(TaskInputArguments, SNIArguments):
             self.tasks = ",".join(self.tasks)
         if isinstance(self.eval_tasks, (list, tuple)):
             self.eval_tasks = ",".join(self.eval_tasks)
+        if isinstance(self.custom_task, str):  # given on the command line as YAML/JSON text
+            self.custom_task = parse_custom_task(self.custom_task)
         check_instruction_flags(self)
         if isinstance(self.data_dir, str):
             self.data_dir = [self.data_dir]
@@ -134,10 +145,41 @@ class FineTuneDataArguments(TaskInputArguments, SNIArguments):
                              "examples-proportional)")
 
 
+    def task_selection(self) -> TaskSelection:
+        """The tasks' spec (data/task_splits.resolve_run_tasks reads it)."""
+        return TaskSelection(
+            benchmark=self.benchmark, dataset_name=self.dataset_name, tasks=split_names(self.tasks),
+            eval_tasks=split_names(self.eval_tasks), custom_task=self.custom_task, wnli_format=self.wnli_format,
+            instruction_templates=self.instruction_templates, instruction_options=self.instruction_options,
+            few_shot=self.few_shot)
+
+    def task_data(self, cache_dir=None) -> TaskDataSpec:
+        """The task data's spec (data/task_splits.py, task_sources.py and sni.py read it)."""
+        return TaskDataSpec(
+            data_dir=tuple(self.data_dir or ()), train_file=self.train_file, validation_file=self.validation_file,
+            test_file=self.test_file, max_source_length=self.max_source_length,
+            max_target_length=self.max_target_length, max_train_samples=self.max_train_samples,
+            max_eval_samples=self.max_eval_samples, max_predict_samples=self.max_predict_samples,
+            leaderboard_files=self.leaderboard_files, cache_dir=cache_dir, sni=self.sni_spec())
+
+
+def split_names(text) -> tuple:
+    """"glue/sst2, glue/rte" -> ("glue/sst2", "glue/rte")."""
+    return tuple(name.strip() for name in text.split(",") if name.strip()) if text else ()
+
+
+def parse_custom_task(text) -> dict:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise UsageError("--custom_task is not valid YAML/JSON; pass a mapping like "
+                         "'{prefix: \"review:\", text_column_name: text, ...}'") from None
+
+
 @dataclass
 class FineTuneTrainingArguments(T5TrainingArguments):
     """Defaults for fine-tuning: train, evaluate each epoch by generation, keep the best checkpoint by the task's
-    metric_to_optimize (filled in step 1 of fine_tune_t5.py by task_setup.choose_best_model_metric when
+    metric_to_optimize (filled in step 1 of fine_tune_t5.py by best_model_metric.choose_best_model_metric when
     --metric_for_best_model is unset), length-grouped batches."""
 
     do_train: bool = field(default=True, metadata={"help": "Fine-tune. --do_train false: evaluate/predict only."})
@@ -222,3 +264,14 @@ def check_instruction_flags(args):
     if args.eval_tasks and (args.train_file or args.validation_file or args.test_file):
         raise UsageError("--eval_tasks reads its tasks from --data_dir or the hub, not from --train_file/"
                          "--validation_file; use --tasks with --data_dir")
+
+
+def check_model_to_train(model_args, data_args, training_args):
+    """A run that evaluates without training, or adapts with LoRA, needs an existing model: a random --model_size
+    init would score chance, and adapters on it would train a frozen random network."""
+    if not training_args.do_train and model_args.model_name_or_path is None:
+        raise UsageError("--do_train false evaluates an existing model: pass --model_name_or_path (a folder or hub "
+                         "name), or drop --do_train false to fine-tune first")
+    if training_args.peft and model_args.model_name_or_path is None:
+        raise UsageError(f"--peft {training_args.peft} adapts an existing model: pass --model_name_or_path (a "
+                         "folder or hub name), or drop --peft for full fine-tuning")

@@ -273,7 +273,8 @@ def parse_flags(dataclass_types, argv):
     """Parses `[CONFIG.yaml ...] [--flag value ...]` into a tuple of the dataclasses.
 
     Order: YAML files merged left to right (each with its includes), then command-line flags, then each
-    dataclass's __post_init__ validation. Any bad input raises UsageError with a one-line message.
+    dataclass's __post_init__ validation, then the checks that read several groups (an entry script's
+    script_flags.Program lists them as `cross_checks`). Any bad input raises UsageError with a one-line message.
     """
     parser = _Parser(dataclass_types)
     config_files, overrides = split_argv(argv)
@@ -281,4 +282,7 @@ def parse_flags(dataclass_types, argv):
     parser.set_defaults(**load_config_files(parser, config_files))
     namespace, remaining = parser.parse_known_args(overrides)
     _check_overrides(parser, remaining)
-    return _build_dataclasses(dataclass_types, namespace)
+    flags = _build_dataclasses(dataclass_types, namespace)
+    for check in getattr(dataclass_types, "cross_checks", ()):
+        check(*flags)
+    return flags

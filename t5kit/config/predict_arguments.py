@@ -10,7 +10,7 @@ from t5kit.errors import UsageError
 
 INPUT_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".tsv")
 OUTPUT_SUFFIXES = (".jsonl", ".tsv")
-BACKENDS = ("torch", "ctranslate2")
+BACKENDS = ("torch", "ctranslate2")  # model/predictors.py's LOADERS
 CT2_COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                      "int16", "float16", "bfloat16")
 
@@ -46,9 +46,10 @@ class PredictArguments(TaskInputArguments, ModelSourceArguments):
                 "its own longest."})
     use_cpu: bool = field(default=False, metadata={"help": "Stay on the CPU even where a GPU is visible."})
     bf16: bool = field(default=None, metadata={
-        "help": "Predict with the weights cast to bf16 (faster than bf16 autocast). Unset: on where the hardware "
-                "computes bf16 (a GPU of Ampere or newer, a CPU with AVX512-BF16 or AMX), off elsewhere; false keeps "
-                "fp32 (predictions as fine-tuning evaluated them)."})
+        "help": "Predict with the model's weights cast to bf16. Not the training scripts' --bf16, which is autocast "
+                "(fp32 weights, bf16 matmuls): casting the weights once is faster for decoding. Unset: on where the "
+                "hardware computes bf16 (a GPU of Ampere or newer, a CPU with AVX512-BF16 or AMX), off elsewhere; "
+                "false keeps fp32 (predictions as fine-tuning evaluated them)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
     backend: str = field(default="torch", metadata={
         "help": "torch (transformers' generate) or ctranslate2 (the C++ engine: a run's fresh MODEL/ctranslate2 "

@@ -12,6 +12,7 @@ import constants
 from t5kit.config.arguments import check_choices, check_data_files, check_positive
 from t5kit.config.mapping_file import yaml_error_where
 from t5kit.errors import UsageError, did_you_mean
+from t5kit.specs import FILE_BUILDERS, CorpusSpec, ObjectiveSpec, check_span_settings
 
 SAMPLE_BY_CHOICES = ("paragraph", "line", "document")
 DOCUMENT_SEPARATORS = ("eos", "none")
@@ -49,6 +50,18 @@ class PretrainDataArguments:
     preprocessing_num_workers: int = field(default=None, metadata={"help": "Processes for tokenisation."})
     overwrite_cache: bool = field(default=False, metadata={"help": "Re-tokenise even if a cached result exists."})
 
+    def corpus_spec(self, seed=42, cache_dir=None, trust_remote_code=False) -> CorpusSpec:
+        """The corpus's spec (data/corpus.py reads it): these flags, the run's seed (the held-out split's draw), the
+        hub's cache and trust."""
+        return CorpusSpec(
+            dataset_name=self.dataset_name, dataset_config_name=self.dataset_config_name,
+            train_files=tuple(self.train_files or ()), validation_files=tuple(self.validation_files or ()),
+            validation_split_percentage=self.validation_split_percentage, text_column=self.text_column,
+            sample_by=self.sample_by, document_separator=self.document_separator, encoding=self.encoding,
+            streaming=self.streaming, max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples,
+            preprocessing_num_workers=self.preprocessing_num_workers, overwrite_cache=self.overwrite_cache, seed=seed,
+            cache_dir=cache_dir, trust_remote_code=trust_remote_code)
+
     def __post_init__(self):
         check_choices(self)
         if self.dataset_name is None and not self.train_files:
@@ -58,7 +71,7 @@ class PretrainDataArguments:
         check_data_files("--train_files", self.train_files)
         check_data_files("--validation_files", self.validation_files)
         for group in (self.train_files, self.validation_files):
-            if group and len({constants.FILE_BUILDERS[Path(p).suffix.lower()] for p in group}) > 1:
+            if group and len({FILE_BUILDERS[Path(p).suffix.lower()] for p in group}) > 1:
                 raise UsageError(f"files {group} mix types; give files of one type per flag")
         overlap = {Path(p).resolve() for p in self.train_files or []} & \
                   {Path(p).resolve() for p in self.validation_files or []}
@@ -94,7 +107,7 @@ class SpanCorruptionArguments:
         "help": "Mean length of a corrupted span, >= 1 (T5 paper: 3)."})
 
     def __post_init__(self):
-        constants.check_span_settings(self.noise_density, self.mean_noise_span_length, self.input_length)
+        check_span_settings(self.noise_density, self.mean_noise_span_length, self.input_length)
 
 
 MIN_PACKING_WINDOW_INPUTS = constants.MIN_INPUT_LENGTH  # as --input_length: span corruption needs it
@@ -183,7 +196,7 @@ def check_denoiser(where, item):
                              "window); drop it")
     else:
         span = number_setting(where, item, "mean_noise_span_length")
-    constants.check_span_settings(density, span, denoiser=where, prefix_lm=prefix_lm)
+    check_span_settings(density, span, denoiser=where, prefix_lm=prefix_lm)
     proportion = number_setting(where, item, "proportion")
     if not 0 < proportion <= 1:
         raise UsageError(f"{where}: proportion={proportion} must be in (0, 1]")
@@ -203,10 +216,35 @@ def number_setting(where, item, key):
     return float(value)
 
 
-def check_packing(packing, objective_args, data_args, span_args):
+def check_init_embeddings(model_args, data_args, span_args, objective_args, training_args):
+    """Word vectors start a new model from a corpus held in full; refused before anything is loaded otherwise."""
+    if objective_args.init_embeddings != "word_vectors":
+        return
+    if model_args.model_name_or_path:
+        raise UsageError("--init_embeddings word_vectors starts a new model; drop it, or drop --model_name_or_path "
+                         "to start from random init")
+    if data_args.streaming:
+        raise UsageError("--init_embeddings word_vectors counts the whole training corpus; drop --streaming, or "
+                         "use --init_embeddings random")
+
+
+def check_streaming(model_args, data_args, span_args, objective_args, training_args):
+    """--streaming against the training flags: a stream has no length, and its resume position is kept in the
+    main process."""
+    if not data_args.streaming:
+        return
+    if training_args.dataloader_num_workers:
+        raise UsageError("--streaming needs --dataloader_num_workers 0: the stream position that makes resume "
+                         "exact is kept in the main process")
+    if training_args.max_steps <= 0:
+        raise UsageError("--streaming needs --max_steps N: a stream has no length, so epochs cannot be counted")
+
+
+def check_packing(model_args, data_args, span_args, objective_args, training_args):
     """--packing (a training flag, T5TrainingArguments) against the pre-training groups: refused with span corruption
     (nothing to pack) and --streaming (the packing sampler places every window of an epoch before the first batch,
     which a stream does not have); --packing_window_input_length only with it, and within the row."""
+    packing = training_args.packing
     if objective_args.packing_window_input_length is not None and not packing:
         raise UsageError("--packing_window_input_length applies to --packing true; drop it, or pass --packing true")
     if not packing:
@@ -223,3 +261,12 @@ def check_packing(packing, objective_args, data_args, span_args):
     if window is not None and not MIN_PACKING_WINDOW_INPUTS <= window <= span_args.input_length:
         raise UsageError(f"--packing_window_input_length={window} must be in [{MIN_PACKING_WINDOW_INPUTS}, "
                          f"--input_length={span_args.input_length}]")
+
+
+def objective_spec(span_args, objective_args, packing) -> ObjectiveSpec:
+    """The objective's spec (data/objectives.py builds it): --objective and its settings, --input_length, --packing."""
+    return ObjectiveSpec(name=objective_args.objective, input_length=span_args.input_length,
+                         noise_density=span_args.noise_density,
+                         mean_noise_span_length=span_args.mean_noise_span_length,
+                         denoisers=tuple(objective_args.denoisers or ()), packed=bool(packing),
+                         packing_window_input_length=objective_args.packing_window_input_length)

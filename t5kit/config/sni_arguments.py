@@ -1,9 +1,11 @@
 """The --sni_* flags of fine_tune_t5.py --benchmark sni: how Super-NaturalInstructions tasks are read and put in the
 Tk-Instruct format (t5kit/data/sni.py). Defaults are nanoT5's fine-tuning settings (PiotrNawrot/nanoT5,
 nanoT5/configs/task/ft.yaml), which are Tk-Instruct's (yizhongw/Tk-Instruct, scripts/train_tk_instruct.sh)."""
+import dataclasses
 from dataclasses import dataclass, field
 
 from t5kit.errors import UsageError
+from t5kit.specs import SNISpec
 
 SNI_BENCHMARK = "sni"  # constants.DATASET_VALS["sni"]: its one task, "sni", is the whole benchmark
 SNI_SOURCE_LENGTH = 1024  # nanoT5 ft.yaml data.max_seq_len: --max_source_length of --benchmark sni when unset
@@ -33,6 +35,10 @@ class SNIArguments:
     sni_english_only: bool = field(default=True, metadata={
         "help": "--benchmark sni: leave out tasks whose input, output or instruction language is not English only "
                 "(the English track). false: every task the split files list."})
+
+    def sni_spec(self) -> SNISpec:
+        """The --sni_* flags as data/sni.py reads them."""
+        return SNISpec(**{f.name.removeprefix("sni_"): getattr(self, f.name) for f in dataclasses.fields(SNIArguments)})
 
     def check_sni_flags(self):
         for name in ("sni_max_num_instances_per_task", "sni_max_num_instances_per_eval_task"):

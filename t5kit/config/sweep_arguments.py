@@ -1,14 +1,15 @@
 """The flags of sweep.py (the sweep YAML itself is read by t5kit/sweep/space.py)."""
 from dataclasses import dataclass, field
 
+from t5kit.config.arguments import OutputDirArguments
 from t5kit.errors import UsageError
 
 
 @dataclass
-class SweepArguments:
-    output_dir: str = field(default=None, metadata={
-        "help": "Sweep folder: trials/trial_NNNN (each trial's --output_dir), logs/, trials.csv, best_config.yaml, "
-                "plots. Default: runs/sweeps/<study name>."})
+class SweepArguments(OutputDirArguments):
+    """The study's storage, name, size and seed; --output_dir (the shared group's) is the sweep folder:
+    trials/trial_NNNN (each trial's --output_dir), logs/, trials.csv, best_config.yaml, plots."""
+
     storage: str = field(default=None, metadata={
         "help": "Optuna storage URL: sqlite:///PATH (default OUTPUT_DIR/sweep.db), journal:///PATH on a shared "
                 "filesystem, or postgresql://... / mysql://... for agents on several nodes."})
@@ -19,7 +20,8 @@ class SweepArguments:
         "help": "Total trials of the study over all agents (complete + pruned + failed). Default: run_cap from the "
                 "YAML; grid: the grid size (also the cap)."})
     seed: int = field(default=None, metadata={
-        "help": "Sampler seed. Unset (default) when several agents share a study, else they propose alike."})
+        "help": "Optuna's sampler seed (not the trials' --seed, which the sweep YAML sets). Unset (default) when "
+                "several agents share a study, else they propose alike."})
     heartbeat_interval: float = field(default=60.0, metadata={
         "help": "Seconds between a running trial's heartbeats; after 3 missed ones other agents mark it FAIL."})
     report: bool = field(default=False, metadata={

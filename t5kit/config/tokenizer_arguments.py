@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from constants import NUM_SENTINELS
-from t5kit.config.arguments import check_choices
+from t5kit.config.arguments import OutputDirArguments, OverwriteOutputDirArguments, check_choices
 from t5kit.errors import UsageError
 
 # Training settings of T5's released vocabulary, read from the trainer_spec stored in its spiece.model
@@ -19,12 +19,11 @@ MAX_SEED = 2**32 - 1  # set_random_generator_seed takes a uint32
 
 
 @dataclass
-class TokenizerArguments:
+class TokenizerArguments(OverwriteOutputDirArguments, OutputDirArguments):
+    """The SentencePiece training's flags; --output_dir and --overwrite_output_dir come from the shared groups."""
+
     train_files: Optional[list[str]] = field(
         default=None, metadata={"help": "One or more local text files, one sentence or paragraph per line. Required."}
-    )
-    output_dir: Optional[str] = field(
-        default=None, metadata={"help": "Folder to write the tokenizer to (created). Required."}
     )
     vocab_size: int = field(
         default=T5_PIECE_COUNT,
@@ -49,9 +48,6 @@ class TokenizerArguments:
                           "memory grows with it."},
     )
     seed: int = field(default=42, metadata={"help": "Seed of SentencePiece's line sampling and shuffling."})
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Replace --output_dir if it exists and is not empty."}
-    )
 
     def __post_init__(self):
         check_choices(self)

@@ -16,9 +16,9 @@ import pandas as pd
 import pyarrow as pa
 from datasets.exceptions import DatasetGenerationError
 
-from constants import FILE_BUILDERS
-from t5kit.data.packed_stream import PackedWindowStream
+from t5kit.data.window_stream import WindowStream
 from t5kit.errors import UsageError
+from t5kit.specs import FILE_BUILDERS, CorpusSpec
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +30,13 @@ TEXT_DTYPES = ("string", "large_string")
 DECODE_CHUNK_BYTES = 1 << 20
 
 
-def _builder_and_kwargs(files, data_args):
+def _builder_and_kwargs(files, spec):
     """The datasets builder for local files plus the options their type needs."""
     suffix = Path(files[0]).suffix.lower()
     builder = FILE_BUILDERS[suffix]
-    kwargs = {} if builder == "parquet" else {"encoding": data_args.encoding}
+    kwargs = {} if builder == "parquet" else {"encoding": spec.encoding}
     if builder == "text":
-        kwargs["sample_by"] = data_args.sample_by
+        kwargs["sample_by"] = spec.sample_by
     if suffix == ".tsv":
         kwargs["delimiter"] = "\t"
     return builder, kwargs
@@ -103,29 +103,28 @@ def reading(source, files=(), encoding="utf-8"):
         raise usage_error from None
 
 
-def _load_files(flag, files, split, data_args, cache_dir):
+def _load_files(flag, files, split, spec):
     """One split of local files, with the options of its own builder (train and validation may differ in type)."""
-    builder, kwargs = _builder_and_kwargs(files, data_args)
-    with reading(f"{flag} {_names(files)}", files, data_args.encoding):
-        return datasets.load_dataset(builder, data_files={split: files}, split=split, cache_dir=cache_dir,
-                                     streaming=data_args.streaming, **kwargs)
+    builder, kwargs = _builder_and_kwargs(files, spec)
+    with reading(f"{flag} {_names(files)}", files, spec.encoding):
+        return datasets.load_dataset(builder, data_files={split: list(files)}, split=split, cache_dir=spec.cache_dir,
+                                     streaming=spec.streaming, **kwargs)
 
 
-def load_raw_corpus(data_args, cache_dir=None, trust_remote_code=False):
+def load_raw_corpus(spec: CorpusSpec):
     """Returns {"train": ..., "validation": ... or None} of raw documents (Dataset or IterableDataset)."""
-    if data_args.dataset_name:
+    if spec.dataset_name:
         try:
-            raw = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir,
-                                        streaming=data_args.streaming, trust_remote_code=trust_remote_code)
+            raw = datasets.load_dataset(spec.dataset_name, spec.dataset_config_name, cache_dir=spec.cache_dir,
+                                        streaming=spec.streaming, trust_remote_code=spec.trust_remote_code)
         except (FileNotFoundError, ConnectionError, ValueError) as err:
-            raise UsageError(f"cannot load --dataset_name {data_args.dataset_name!r}: "
+            raise UsageError(f"cannot load --dataset_name {spec.dataset_name!r}: "
                              f"{str(err).splitlines()[0]}") from None
         return {"train": raw["train"], "validation": raw.get("validation")}
-    train = _load_files("--train_files", data_args.train_files, "train", data_args, cache_dir)
+    train = _load_files("--train_files", spec.train_files, "train", spec)
     validation = None
-    if data_args.validation_files:
-        validation = _load_files("--validation_files", data_args.validation_files, "validation", data_args,
-                                 cache_dir)
+    if spec.validation_files:
+        validation = _load_files("--validation_files", spec.validation_files, "validation", spec)
     return {"train": train, "validation": validation}
 
 
@@ -201,37 +200,36 @@ def pack_windows(tokenized, tokens_length, source=None):
     return datasets.Dataset(pa.table({"input_ids": windows})).with_format("numpy")
 
 
-def _sources(data_args):
+def _sources(spec):
     """How messages name the training and the validation data: the flag and its files (or the hub corpus)."""
-    if data_args.dataset_name:
-        return (f"--dataset_name {data_args.dataset_name} (train split)",
-                f"--dataset_name {data_args.dataset_name} (validation split)")
-    return (f"--train_files {_names(data_args.train_files)}",
-            f"--validation_files {_names(data_args.validation_files or [])}")
+    if spec.dataset_name:
+        return (f"--dataset_name {spec.dataset_name} (train split)",
+                f"--dataset_name {spec.dataset_name} (validation split)")
+    return (f"--train_files {_names(spec.train_files)}",
+            f"--validation_files {_names(spec.validation_files or [])}")
 
 
-def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_args, cache_dir=None,
-                               trust_remote_code=False):
+def build_pretraining_datasets(spec: CorpusSpec, tokenizer, tokens_length, main_process_first=None):
     """Loads, tokenises and packs the corpus; returns (train, eval, counts): datasets of tokens_length windows
-    (streams: PackedWindowStream) and the documents and windows of each split (None where a stream leaves them
-    unknown), for the model card and metrics.json."""
-    raw = load_raw_corpus(data_args, cache_dir, trust_remote_code)
-    train_source, validation_source = _sources(data_args)
-    check_text_column(raw["train"], data_args.text_column, train_source, data_args.train_files or (),
-                      data_args.encoding)
+    (streams: WindowStream) and the documents and windows of each split (None where a stream leaves them
+    unknown), for the model card and metrics.json. main_process_first(desc=...): the training arguments' context in
+    which the main process tokenises first and the others read its cache (None: one process)."""
+    raw = load_raw_corpus(spec)
+    train_source, validation_source = _sources(spec)
+    check_text_column(raw["train"], spec.text_column, train_source, spec.train_files or (),
+                      spec.encoding)
     if raw["validation"] is not None:
-        check_text_column(raw["validation"], data_args.text_column, validation_source,
-                          data_args.validation_files or (), data_args.encoding)
+        check_text_column(raw["validation"], spec.text_column, validation_source,
+                          spec.validation_files or (), spec.encoding)
     train, validation = raw["train"], raw["validation"]
-    if data_args.max_train_samples is not None:
-        train = train.take(data_args.max_train_samples) if data_args.streaming else \
-            train.select(range(min(data_args.max_train_samples, len(train))))
-    if validation is None and not data_args.streaming:
-        train, validation = split_off_validation(train, data_args.validation_split_percentage, training_args.seed,
-                                                 train_source)
+    if spec.max_train_samples is not None:
+        train = train.take(spec.max_train_samples) if spec.streaming else \
+            train.select(range(min(spec.max_train_samples, len(train))))
+    if validation is None and not spec.streaming:
+        train, validation = split_off_validation(train, spec.validation_split_percentage, spec.seed, train_source)
 
-    if data_args.streaming:
-        train, validation = stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args)
+    if spec.streaming:
+        train, validation = stream_windows(train, validation, tokenizer, tokens_length, spec)
         counts = {"train_documents": None, "train_windows": None, "validation_documents": None,
                   "validation_windows": len(validation) if hasattr(validation, "__len__") else None}
         return train, validation, counts
@@ -239,59 +237,55 @@ def build_pretraining_datasets(data_args, tokenizer, tokens_length, training_arg
     counts = {}
 
     def tokenize_and_pack(dataset, source, split):
-        tokenized = tokenize_documents(dataset, tokenizer, data_args.text_column,
-                                       data_args.preprocessing_num_workers, data_args.overwrite_cache,
-                                       append_eos=data_args.document_separator == "eos")
+        tokenized = tokenize_documents(dataset, tokenizer, spec.text_column,
+                                       spec.preprocessing_num_workers, spec.overwrite_cache,
+                                       append_eos=spec.document_separator == "eos")
         windows = pack_windows(tokenized, tokens_length, source)
         counts.update({f"{split}_documents": len(tokenized), f"{split}_windows": len(windows)})
         return windows
 
-    with training_args.main_process_first(desc="tokenising and packing the corpus"):
+    desc = "tokenising and packing the corpus"
+    with contextlib.nullcontext() if main_process_first is None else main_process_first(desc=desc):
         train = tokenize_and_pack(train, train_source, "train")
         # A held-out split comes from the training files.
         validation_source = validation_source if raw["validation"] is not None else train_source
         validation = tokenize_and_pack(validation, validation_source, "validation") if validation is not None \
             else None
-    if data_args.max_eval_samples is not None:
-        validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
+    if spec.max_eval_samples is not None:
+        validation = validation.select(range(min(spec.max_eval_samples, len(validation))))
         counts["validation_windows"] = len(validation)
     return train, validation, counts
 
 
-def stream_windows(train, validation, tokenizer, tokens_length, data_args, training_args):
-    """Streams: windows cut as documents arrive, each with a position to resume from (packed_stream.py).
+def stream_windows(train, validation, tokenizer, tokens_length, spec):
+    """Streams: windows cut as documents arrive, each with a position to resume from (window_stream.py).
     Without a validation split, the first --max_eval_samples windows are held out (and kept in memory)."""
-    if training_args.dataloader_num_workers:
-        raise UsageError("--streaming needs --dataloader_num_workers 0: the stream position that makes resume "
-                         "exact is kept in the main process")
-    if training_args.max_steps <= 0:
-        raise UsageError("--streaming needs --max_steps N: a stream has no length, so epochs cannot be counted")
-    limit = data_args.max_eval_samples
+    limit = spec.max_eval_samples
 
     # One tokenising pipeline per use. Pipelines over the same raw stream share datasets' iteration state, so the
     # held-out windows are read here, before training starts iterating.
     def documents(dataset):
-        return tokenize_documents(dataset, tokenizer, data_args.text_column,
-                                  append_eos=data_args.document_separator == "eos")
+        return tokenize_documents(dataset, tokenizer, spec.text_column,
+                                  append_eos=spec.document_separator == "eos")
 
     # A file that turns out unreadable further down the stream is named in one line too, whenever it is reached.
-    train_source, validation_source = _sources(data_args)
-    explain_train = functools.partial(read_error, source=train_source, files=data_args.train_files or (),
-                                      encoding=data_args.encoding)
+    train_source, validation_source = _sources(spec)
+    explain_train = functools.partial(read_error, source=train_source, files=spec.train_files or (),
+                                      encoding=spec.encoding)
     if validation is not None:
         explain_validation = functools.partial(read_error, source=validation_source,
-                                               files=data_args.validation_files or (), encoding=data_args.encoding)
-        return (PackedWindowStream(documents(train), tokens_length, explain_error=explain_train),
-                PackedWindowStream(documents(validation), tokens_length, max_windows=limit, with_positions=False,
+                                               files=spec.validation_files or (), encoding=spec.encoding)
+        return (WindowStream(documents(train), tokens_length, explain_error=explain_train),
+                WindowStream(documents(validation), tokens_length, max_windows=limit, with_positions=False,
                                    explain_error=explain_validation))
     if not limit:
         raise UsageError("--streaming without a validation split needs --max_eval_samples N "
                          "(N windows held out from the start of the stream) or --validation_files")
-    held_out = [row["input_ids"] for row in PackedWindowStream(documents(train), tokens_length, max_windows=limit,
+    held_out = [row["input_ids"] for row in WindowStream(documents(train), tokens_length, max_windows=limit,
                                                                with_positions=False, explain_error=explain_train)]
     if len(held_out) < limit:
         raise UsageError(f"--max_eval_samples {limit}: the stream has only {len(held_out)} windows of "
-                         f"{tokens_length} tokens ({_sources(data_args)[0]}); lower it or add --validation_files")
+                         f"{tokens_length} tokens ({_sources(spec)[0]}); lower it or add --validation_files")
     validation = datasets.Dataset.from_dict({"input_ids": np.stack(held_out)}).with_format("numpy")
-    return PackedWindowStream(documents(train), tokens_length, skip_windows=limit,
+    return WindowStream(documents(train), tokens_length, skip_windows=limit,
                               explain_error=explain_train), validation

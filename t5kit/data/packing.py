@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from data_collator import LABEL_PAD_ID  # targets' padding, ignored by the loss
+
 LOOKAHEAD = 64  # a row chooses among the next 1 + LOOKAHEAD waiting examples
 FILL_WEIGHT = 0.5  # choose_example: a fuller row against a more balanced one (measured: docs/objectives.md)
 FIT_SAMPLE = 4096  # fitted_target_length places this many examples per candidate length (~0.2 s each)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from constants import NO_TASK
-from t5kit.data.task_splits import GENERATION_TARGET_LENGTH, default_target_length
-from t5kit.data.task_sources import read_delimited, read_local_file
 from t5kit.data.task_format import find_task, format_input, text_columns
+from t5kit.data.task_sources import read_delimited, read_local_file
+from t5kit.data.task_splits import GENERATION_TARGET_LENGTH, default_target_length
 from t5kit.errors import UsageError, did_you_mean
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """Super-NaturalInstructions (SNI) as nanoT5 and Tk-Instruct read and format it: a natural-instructions checkout's
 task files -> Tk-Instruct inputs and targets, one example per instance.
 
-    check_checkout(data_args, ["train", "test"])          # step 1: the checkout, its split files, their task files
-    examples = read_sni_split(plan, data_args, tokenizer, seed)   # inputs, targets, meta (references), stats
+    check_checkout(spec, ["train", "test"])          # step 1: the checkout, its split files, their task files
+    examples = read_sni_split(plan, spec, tokenizer, seed)   # inputs, targets, meta (references), stats
 
 The sources, read exactly (tests/data/test_sni.py transcribes them and compares on the fixture's real tasks):
 - nanoT5/utils/ni_dataset.py (PiotrNawrot/nanoT5 @ 1375b38, the same as Tk-Instruct's src/ni_dataset.py)
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t5kit.errors import UsageError
+from t5kit.specs import TaskDataSpec
 
 logger = logging.getLogger(__name__)
 
@@ -50,26 +51,26 @@ class SNIExamples:
 
 
 # --------------------------------------------------------------------------------------------------- the checkout
-def checkout_dir(data_args) -> Path:
-    if not data_args.data_dir:
+def checkout_dir(spec: TaskDataSpec) -> Path:
+    if not spec.data_dir:
         raise UsageError(f"--benchmark sni reads a natural-instructions checkout: pass --data_dir PATH ({CLONE_HINT})")
-    if len(data_args.data_dir) > 1:
+    if len(spec.data_dir) > 1:
         raise UsageError(f"--benchmark sni reads one natural-instructions checkout; --data_dir names "
-                         f"{len(data_args.data_dir)} folders")
-    if data_args.train_file or data_args.validation_file or data_args.test_file:
+                         f"{len(spec.data_dir)} folders")
+    if any(spec.local_files.values()):
         raise UsageError("--benchmark sni reads its tasks from a checkout (--data_dir), not from --train_file/"
                          "--validation_file/--test_file")
-    return Path(data_args.data_dir[0])
+    return Path(spec.data_dir[0])
 
 
-def split_dir(data_args) -> Path:
-    return Path(data_args.sni_split_dir) if data_args.sni_split_dir else checkout_dir(data_args) / DEFAULT_SPLIT_DIR
+def split_dir(spec) -> Path:
+    return Path(spec.sni.split_dir) if spec.sni.split_dir else checkout_dir(spec) / DEFAULT_SPLIT_DIR
 
 
-def split_task_names(data_args, split) -> list:
+def split_task_names(spec, split) -> list:
     """The task names a split file lists, in file order; each must have its task file (ni_dataset.py opens
     tasks/NAME.json for every line)."""
-    path, tasks = split_dir(data_args) / SPLIT_FILES[split], checkout_dir(data_args) / TASKS_DIR
+    path, tasks = split_dir(spec) / SPLIT_FILES[split], checkout_dir(spec) / TASKS_DIR
     names = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         name = line.strip()
@@ -85,20 +86,20 @@ def split_task_names(data_args, split) -> list:
     return names
 
 
-def check_checkout(data_args, splits) -> None:
+def check_checkout(spec, splits) -> None:
     """Refuses, before anything is loaded or written, a --data_dir that is no natural-instructions checkout (naming
     the first file or folder it lacks) and a split file naming a task that has no task file."""
-    root = checkout_dir(data_args)
+    root = checkout_dir(spec)
     if not (root / TASKS_DIR).is_dir():
         raise UsageError(f"--data_dir {root} is not a natural-instructions checkout: {root / TASKS_DIR}/ is missing; "
                          f"{CLONE_HINT}")
     for split in splits:
-        path = split_dir(data_args) / SPLIT_FILES[split]
+        path = split_dir(spec) / SPLIT_FILES[split]
         if not path.is_file():
             raise UsageError(f"--data_dir {root}: the split file {path} is missing (the {split} tasks, one a line); "
                              f"{CLONE_HINT}, or pass --sni_split_dir FOLDER holding "
                              f"{' and '.join(SPLIT_FILES.values())}")
-        split_task_names(data_args, split)
+        split_task_names(spec, split)
 
 
 def load_task(path) -> dict:
@@ -148,26 +149,26 @@ def example_text(kind, number, example, add_explanation) -> str:
 
 
 def tk_instruct_input(task, name, instance, tokenizer, max_source_length, settings) -> tuple:
-    """(input text, cut): DataCollatorForNI.__call__ for one instance with tk_instruct=False. settings: the
-    sni_* flags (add_task_name, add_task_definition, num_pos_examples, num_neg_examples, add_explanation)."""
+    """(input text, cut): DataCollatorForNI.__call__ for one instance with tk_instruct=False. settings: an SNISpec
+    (add_task_name, add_task_definition, num_pos_examples, num_neg_examples, add_explanation)."""
     def fits(text):
         return len(tokenizer(text, verbose=False)["input_ids"]) <= max_source_length
 
     task_input = period(f"Now complete the following example -\nInput: {instance['input'].strip()}") + "\nOutput: "
-    task_name = name + ". " if settings.sni_add_task_name else ""
+    task_name = name + ". " if settings.add_task_name else ""
     definition = ""
-    if settings.sni_add_task_definition:
+    if settings.add_task_definition:
         text = task["Definition"][0] if isinstance(task["Definition"], list) else task["Definition"]
         definition = period("Definition: " + text.strip()) + "\n\n"
     positives = []
-    for number, example in enumerate(task["Positive Examples"][:settings.sni_num_pos_examples], start=1):
-        text = example_text("Positive", number, example, settings.sni_add_explanation)
+    for number, example in enumerate(task["Positive Examples"][:settings.num_pos_examples], start=1):
+        text = example_text("Positive", number, example, settings.add_explanation)
         if not fits(definition + " ".join(positives) + text + task_input):
             break
         positives.append(text)
     negatives = []
-    for number, example in enumerate(task["Negative Examples"][:settings.sni_num_neg_examples], start=1):
-        text = example_text("Negative", number, example, settings.sni_add_explanation)
+    for number, example in enumerate(task["Negative Examples"][:settings.num_neg_examples], start=1):
+        text = example_text("Negative", number, example, settings.add_explanation)
         if not fits(definition + " ".join(positives) + " ".join(negatives) + text + task_input):
             break
         negatives.append(text)
@@ -179,16 +180,15 @@ def tk_instruct_input(task, name, instance, tokenizer, max_source_length, settin
 
 
 # ------------------------------------------------------------------------------------------------------ a split
-def read_sni_split(plan, data_args, tokenizer, seed) -> SNIExamples:
+def read_sni_split(plan, spec: TaskDataSpec, tokenizer, seed) -> SNIExamples:
     """Every instance of the split's tasks as a Tk-Instruct example, tasks in split-file order."""
     split = plan.split
-    cap = data_args.sni_max_num_instances_per_task if split == "train" else \
-        data_args.sni_max_num_instances_per_eval_task
+    cap = spec.sni.max_num_instances_per_task if split == "train" else spec.sni.max_num_instances_per_eval_task
     inputs, targets, meta, tasks, non_english = [], [], [], [], []
     rows = malformed = cut = 0
-    for name in split_task_names(data_args, split):
-        task = load_task(checkout_dir(data_args) / TASKS_DIR / f"{name}.json")
-        if data_args.sni_english_only and not is_english(task):
+    for name in split_task_names(spec, split):
+        task = load_task(checkout_dir(spec) / TASKS_DIR / f"{name}.json")
+        if spec.sni.english_only and not is_english(task):
             non_english.append(name)
             continue
         tasks.append(name)
@@ -199,7 +199,7 @@ def read_sni_split(plan, data_args, tokenizer, seed) -> SNIExamples:
             if not instance.get("output"):
                 malformed += 1  # DataCollatorForNI has no label for it
                 continue
-            text, was_cut = tk_instruct_input(task, name, instance, tokenizer, data_args.max_source_length, data_args)
+            text, was_cut = tk_instruct_input(task, name, instance, tokenizer, spec.max_source_length, spec.sni)
             inputs.append(text)
             targets.append(rng.choice(instance["output"]))
             meta.append({"idx": None, "id": instance.get("id", f"{name}_{position}"), "task": name,
@@ -209,10 +209,10 @@ def read_sni_split(plan, data_args, tokenizer, seed) -> SNIExamples:
         logger.info("sni %s: left out %d task(s) not in English (--sni_english_only), e.g. %s", split,
                     len(non_english), non_english[0])
     if not inputs:
-        raise UsageError(f"{split_dir(data_args) / SPLIT_FILES[split]}: no usable instance in its tasks "
+        raise UsageError(f"{split_dir(spec) / SPLIT_FILES[split]}: no usable instance in its tasks "
                          f"({len(tasks)} English, {len(non_english)} not); check the split file or pass "
                          "--sni_english_only false")
     logger.info("sni %s: %d tasks, %d instances (at most %s per task), %d inputs cut to --max_source_length=%d", split,
-                len(tasks), len(inputs), cap, cut, data_args.max_source_length)
+                len(tasks), len(inputs), cap, cut, spec.max_source_length)
     return SNIExamples(inputs, targets, meta, dict(rows=rows, malformed=malformed, tasks=tasks,
                                                    non_english_tasks=len(non_english)))

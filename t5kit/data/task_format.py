@@ -13,19 +13,25 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from constants import (
-    COMBINED_SCORE,
-    CUSTOM_TASK_TYPES,
-    DATASET_VALS,
-    GROUPED_METRICS,
-    METRIC_NAMES_BY_TASK_TYPE,
-    NO_LABEL,
-    NO_LABEL_TARGET,
-    STSB_TARGET_RESOLUTION,
-)
+from constants import COMBINED_SCORE, DATASET_VALS, NO_LABEL, NO_LABEL_TARGET, STSB_TARGET_RESOLUTION
 from t5kit.errors import UsageError, closest_names, did_you_mean
 
 logger = logging.getLogger(__name__)
+
+# Metrics each task type can report (metrics.py computes them; names as HF `evaluate`'s glue/rouge metrics).
+# "qa": a generated answer scored against every acceptable answer (ReCoRD, T5's squad metric); "referent": a
+# generated referent scored by T5's wsc_simple postprocessor against the row's label (WSC, WNLI as WSC).
+# exact_match of a classification task is T5's mean_group_metric(all_match) over questions (MultiRC), and
+# gender_parity the share of Winogender pairs predicted alike (AX-g): both need the groups of their row_format.
+METRIC_NAMES_BY_TASK_TYPE = {
+    "classification": ("accuracy", "f1", "matthews_correlation", "exact_match", "gender_parity"),
+    "regression": ("pearson", "spearmanr"),
+    "generation": ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "exact_match"),
+    "qa": ("exact_match", "f1"),
+    "referent": ("accuracy",),
+}
+GROUPED_METRICS = ("exact_match", "gender_parity")  # classification metrics over the row groups of a row_format
+CUSTOM_TASK_TYPES = ("classification", "regression", "generation")  # what a task declared in YAML may be
 
 TASK_TYPES = tuple(METRIC_NAMES_BY_TASK_TYPE)
 DEFAULT_BENCHMARK = "glue"  # where a bare task name is looked up first (fine_tune_t5.py's --benchmark default)

@@ -62,9 +62,9 @@ def mix_task_datasets(task_datasets, names, cap, temperature, seed):
     return mixture, dict(zip(names, rates.tolist()))
 
 
-def build_train_dataset(train_splits, data_args, seed):
+def build_train_dataset(train_splits, cap, temperature, seed):
     """The one task's training set, or the T5 mixture of several (task_mixture.py); plus the mixing rates."""
     if len(train_splits) <= 1:
         return (train_splits[0].dataset if train_splits else None), None
     return mix_task_datasets([split.dataset for split in train_splits], [split.key for split in train_splits],
-                             data_args.mixture_cap, data_args.mixture_temperature, seed)
+                             cap, temperature, seed)

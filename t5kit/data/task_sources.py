@@ -1,7 +1,7 @@
 """Task rows from where they live, in hub form: local files (--train_file/--validation_file/--test_file), folders in
 the official GLUE / SuperGLUE layout (--data_dir) or the hub dataset of the registry entry.
 
-    rows, columns, where, from_task_files = read_split(plan, data_args, cache_dir)
+    rows, columns, where, from_task_files = read_split(plan, spec)
     kept, malformed, unlabeled = convert_rows(plan, rows, columns, where, from_task_files)  # [(line, row)], ...
 
 TSVs are read with csv.QUOTE_NONE as HF's glue.py does; official rows are mapped by task_format.convert_file_row,
@@ -21,6 +21,7 @@ from constants import NO_LABEL
 from t5kit.data.superglue_formats import FILE_ROWS, is_unlabeled
 from t5kit.data.task_format import convert_file_row, is_no_label, missing_fields, text_columns
 from t5kit.errors import UsageError
+from t5kit.specs import TaskDataSpec
 
 logger = logging.getLogger(__name__)
 
@@ -89,16 +90,15 @@ def find_task_file(data_dirs, task_vals, split):
                      f"{task_vals['data_dir_name']} folder")
 
 
-def read_split(plan, data_args, cache_dir):
+def read_split(plan, spec: TaskDataSpec):
     """(rows, columns, where, from_task_files): raw rows of one split from files, a GLUE folder or the hub."""
     task_vals = plan.task_vals
-    if data_args.train_file or data_args.validation_file or data_args.test_file:
-        path = {"train": data_args.train_file, "eval": data_args.validation_file,
-                "predict": data_args.test_file}[plan.role]
+    if any(spec.local_files.values()):
+        path = spec.local_files[plan.role]
         rows, columns = read_local_file(path)
         return rows, columns, f"{FILE_FLAGS[plan.role]} {path}", False
-    if data_args.data_dir:
-        folder, name = find_task_file(data_args.data_dir, task_vals, plan.split)
+    if spec.data_dir:
+        folder, name = find_task_file(spec.data_dir, task_vals, plan.split)
         if task_vals["file_format"] == "parallel_text":
             rows, columns = read_parallel_text(folder, name)
             return rows, columns, f"{folder}/{'+'.join(name.values())}", False
@@ -110,7 +110,7 @@ def read_split(plan, data_args, cache_dir):
         return rows, columns, str(folder / name), True
     path, config = task_vals["hub_name"]
     try:
-        dataset = datasets.load_dataset(path, config, split=plan.split, cache_dir=cache_dir)
+        dataset = datasets.load_dataset(path, config, split=plan.split, cache_dir=spec.cache_dir)
     except (OSError, ConnectionError, ValueError) as err:
         raise UsageError(f"cannot load {task_vals['name']} split {plan.split} from the hub ({path}, {config}): "
                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}; offline, pass --data_dir "

@@ -5,20 +5,20 @@ becomes one or more T5 examples (input, target, metadata) in its task's format: 
 of its `row_format` (superglue_formats.py: one example per ReCoRD answer, WSC's marked pronoun, ...). Rows that
 cannot be formatted (a WSC pronoun index that names another word) are counted as malformed with the rest.
 """
+import contextlib
 import logging
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import datasets
-import yaml
 
 from constants import INSTRUCTION_FORMATS, STSB_TARGET_RESOLUTION, WNLI_AS_WSC
 from t5kit.data import sni
 from t5kit.data.instructions import flan_task_vals, instructor
 from t5kit.data.superglue_formats import EXAMPLES, SPLIT_CHECKS
-from t5kit.data.task_sources import FILE_FLAGS, convert_rows, read_split, report_dropped
 from t5kit.data.task_format import build_task_vals, format_stsb_target, get_task_vals, split_result_key
+from t5kit.data.task_sources import FILE_FLAGS, convert_rows, read_split, report_dropped
 from t5kit.errors import UsageError
+from t5kit.specs import TaskDataSpec, TaskSelection
 
 logger = logging.getLogger(__name__)
 
@@ -63,23 +63,21 @@ class TaskSplit:
 
 
 # --------------------------------------------------------------------------------------------------- tasks, plan
-def resolve_tasks(data_args) -> list:
-    """The registry entries (or the YAML-declared task) the run trains/evaluates; unknown names raise UsageError."""
-    if data_args.custom_task is not None:
-        spec = data_args.custom_task
-        if isinstance(spec, str):  # given on the command line as YAML/JSON text
-            try:
-                spec = yaml.safe_load(spec)
-            except yaml.YAMLError:
-                raise UsageError("--custom_task is not valid YAML/JSON; pass a mapping like "
-                                 "'{prefix: \"review:\", text_column_name: text, ...}'") from None
-        return [build_task_vals(spec, name=f"custom/{data_args.dataset_name}")]
-    names = [name.strip() for name in data_args.tasks.split(",")] if data_args.tasks else [data_args.dataset_name]
+def resolve_tasks(selection: TaskSelection) -> list:
+    """The registry entries (or the YAML-declared task) the run trains on; unknown names raise UsageError."""
+    if selection.custom_task is not None:
+        return [build_task_vals(selection.custom_task, name=f"custom/{selection.dataset_name}")]
+    return registry_tasks(selection.tasks or (selection.dataset_name,), selection)
+
+
+def registry_tasks(names, selection: TaskSelection) -> list:
+    """The registry entries of "benchmark/task" names (a bare name is in selection.benchmark), WNLI read as WSC
+    where --wnli_format says so."""
     tasks = []
     for name in names:
         benchmark, _, task = name.rpartition("/")
-        task_vals = get_task_vals(benchmark or data_args.benchmark, task)
-        if task_vals["name"] == "glue/wnli" and data_args.wnli_format == "wsc_simple":
+        task_vals = get_task_vals(benchmark or selection.benchmark, task)
+        if task_vals["name"] == "glue/wnli" and selection.wnli_format == "wsc_simple":
             task_vals.update(WNLI_AS_WSC)
         tasks.append(task_vals)
     duplicates = {t["name"] for t in tasks if [u["name"] for u in tasks].count(t["name"]) > 1}
@@ -88,22 +86,33 @@ def resolve_tasks(data_args) -> list:
     return tasks
 
 
-def resolve_run_tasks(data_args) -> list:
+def resolve_run_tasks(selection: TaskSelection) -> list:
     """resolve_tasks' tasks, then the --eval_tasks the run only evaluates and predicts (held out: never trained on);
     with --instruction_templates, each in FLAN's format (instructions.py). A task in both raises UsageError."""
-    tasks = resolve_tasks(data_args)
-    if data_args.eval_tasks:
-        names = SimpleNamespace(custom_task=None, tasks=data_args.eval_tasks, dataset_name=None,
-                                benchmark=data_args.benchmark, wnli_format=data_args.wnli_format)
-        held_out = [dict(task_vals, held_out=True) for task_vals in resolve_tasks(names)]
+    tasks = resolve_tasks(selection)
+    if selection.eval_tasks:
+        held_out = [dict(task_vals, held_out=True) for task_vals in registry_tasks(selection.eval_tasks, selection)]
         both = sorted({t["name"] for t in tasks} & {t["name"] for t in held_out})
         if both:
             raise UsageError(f"--tasks and --eval_tasks both name {both[0]}; a held-out task goes in --eval_tasks only")
         tasks += held_out
-    if data_args.instruction_templates == INSTRUCTION_FORMATS[0]:
+    if selection.instruction_templates == INSTRUCTION_FORMATS[0]:
         return tasks
-    return [flan_task_vals(task_vals, data_args.instruction_templates, data_args.instruction_options,
-                           data_args.few_shot) for task_vals in tasks]
+    return [flan_task_vals(task_vals, selection.instruction_templates, selection.instruction_options,
+                           selection.few_shot) for task_vals in tasks]
+
+
+def check_label_scoring(label_scoring, tasks):
+    """Rank scoring needs label words: refused when no task has them, noted when only some do."""
+    if label_scoring != "rank":
+        return
+    without = [t["name"] for t in tasks if t["task_type"] != "classification" or t.get("row_options")]
+    if len(without) == len(tasks):
+        raise UsageError(f"--label_scoring rank scores label words, and {without[0]} is a {tasks[0]['task_type']} "
+                         "task without them; use --label_scoring generate")
+    if without:
+        logger.info("--label_scoring rank applies to classification tasks; %s are evaluated by generation",
+                    ", ".join(without))
 
 
 def task_label(task_vals, tasks) -> str:
@@ -131,21 +140,20 @@ def untrainable_message(tasks):
             "--tasks")
 
 
-def plan_splits(tasks, data_args, training_args) -> list:
+def plan_splits(tasks, spec: TaskDataSpec, do_train=True, do_eval=True, do_predict=False) -> list:
     """Every split the run will read, checked against the flags before any data or model is loaded. A task without
     a split for a role is left out of that role (logged); a training run without any training split is refused,
     and so is a run left with nothing to read (a diagnostic task evaluated without --do_predict)."""
-    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
+    if not (do_train or do_eval or do_predict):
         raise UsageError("nothing to do: pass --do_train, --do_eval or --do_predict true")
     if any(task.get("row_format") == sni.ROW_FORMAT for task in tasks):  # its checkout, before anything is written
-        sni.check_checkout(data_args, ["train"] * training_args.do_train + ["test"] * training_args.do_eval)
-    files = {"train": data_args.train_file, "eval": data_args.validation_file, "predict": data_args.test_file}
+        sni.check_checkout(spec, ["train"] * do_train + ["test"] * do_eval)
+    files = spec.local_files
     files_mode = any(files.values())
-    if files_mode and data_args.test_file and not training_args.do_predict:
+    if files_mode and spec.test_file and not do_predict:
         logger.warning("--test_file is read only with --do_predict true; ignoring it")
     plans = []
-    for role, wanted in (("train", training_args.do_train), ("eval", training_args.do_eval),
-                         ("predict", training_args.do_predict)):
+    for role, wanted in (("train", do_train), ("eval", do_eval), ("predict", do_predict)):
         if not wanted:
             continue
         if files_mode and not files[role]:
@@ -185,18 +193,18 @@ def default_target_length(task_vals, tokenizer) -> int:
     return max(len(ids) for ids in tokenizer(words).input_ids)
 
 
-def target_length(task_vals, data_args, tokenizer) -> int:
+def target_length(task_vals, spec, tokenizer) -> int:
     """--max_target_length, or the task's default; refuses a limit that would cut label words."""
     needed = default_target_length(task_vals, tokenizer)
-    if data_args.max_target_length is None:
+    if spec.max_target_length is None:
         logger.info("--max_target_length defaults to %d for %s (%s)", needed, task_vals["name"],
                     "generation default" if task_vals["task_type"] in FREE_TEXT_TASK_TYPES else "its longest target")
         return needed
     free_text = task_vals["task_type"] in FREE_TEXT_TASK_TYPES or task_vals.get("row_options")
-    if not free_text and data_args.max_target_length < needed:
-        raise UsageError(f"--max_target_length={data_args.max_target_length} would cut the targets of "
+    if not free_text and spec.max_target_length < needed:
+        raise UsageError(f"--max_target_length={spec.max_target_length} would cut the targets of "
                          f"{task_vals['name']} (the longest is {needed} tokens with EOS); raise it or leave it unset")
-    return data_args.max_target_length
+    return spec.max_target_length
 
 
 def truncate(ids_list, max_length, eos_id):
@@ -217,9 +225,9 @@ def tokenize_split(tokenizer, inputs, targets, max_source_length, max_target_len
     return datasets.Dataset.from_dict(columns), {"truncated_inputs": inputs_cut, "truncated_targets": targets_cut}
 
 
-def limit_rows(rows, plan, data_args):
-    limit = {"train": data_args.max_train_samples, "eval": data_args.max_eval_samples,
-             "predict": data_args.max_predict_samples}[plan.role]
+def limit_rows(rows, plan, spec):
+    limit = {"train": spec.max_train_samples, "eval": spec.max_eval_samples,
+             "predict": spec.max_predict_samples}[plan.role]
     return rows if limit is None else rows[:limit]
 
 
@@ -245,25 +253,25 @@ def format_examples(plan, rows, seed=0, exemplar_rows=None, fits=None):
     return examples, malformed, filtered
 
 
-def exemplar_rows(plan, rows, data_args, cache_dir):
+def exemplar_rows(plan, rows, spec: TaskDataSpec):
     """--few_shot: the task's training rows [(line, row)] exemplars are drawn from (the split's own rows when it is
     the training split; --max_train_samples applies); None without --few_shot."""
     if not plan.task_vals.get("instructions", {}).get("few_shot"):
         return None
     if plan.role == "train":
         return rows
-    if (data_args.validation_file or data_args.test_file) and not data_args.train_file:
+    if (spec.validation_file or spec.test_file) and not spec.train_file:
         raise UsageError("--few_shot draws exemplars from the training rows: pass --train_file too")
     train = SplitPlan(plan.task_vals, plan.task_vals.get("train_split") or "train", "train", plan.key)
-    raw_rows, columns, where, from_task_files = read_split(train, data_args, cache_dir)
-    return limit_rows(convert_rows(train, raw_rows, columns, where, from_task_files)[0], train, data_args)
+    raw_rows, columns, where, from_task_files = read_split(train, spec)
+    return limit_rows(convert_rows(train, raw_rows, columns, where, from_task_files)[0], train, spec)
 
 
-def check_leaderboard_indices(plan, data_args, examples, where):
+def check_leaderboard_indices(plan, spec, examples, where):
     """Server files match predictions to test rows by idx: a predicted split of a GLUE/SuperGLUE task must have
     it on every row (T5's formats keep it)."""
     benchmark = plan.task_vals["name"].split("/")[0]
-    if plan.role != "predict" or benchmark not in LEADERBOARD_BENCHMARKS or not data_args.leaderboard_files:
+    if plan.role != "predict" or benchmark not in LEADERBOARD_BENCHMARKS or not spec.leaderboard_files:
         return
     for number, example in examples:
         if example.meta["idx"] is None:
@@ -272,32 +280,32 @@ def check_leaderboard_indices(plan, data_args, examples, where):
                              "predictions files only")
 
 
-def build_task_split(plan, data_args, tokenizer, cache_dir=None, seed=0) -> TaskSplit:
+def build_task_split(plan, spec: TaskDataSpec, tokenizer, seed=0) -> TaskSplit:
     """Reads, checks, formats and tokenises one split (seed: the draws of SNI's instances and targets, and of
     FLAN's templates and exemplars)."""
     task_vals = plan.task_vals
     if task_vals.get("row_format") == sni.ROW_FORMAT:
-        return build_sni_split(plan, data_args, tokenizer, seed)
-    raw_rows, columns, where, from_task_files = read_split(plan, data_args, cache_dir)
+        return build_sni_split(plan, spec, tokenizer, seed)
+    raw_rows, columns, where, from_task_files = read_split(plan, spec)
     rows, malformed, unlabeled = convert_rows(plan, raw_rows, columns, where, from_task_files)
-    rows = limit_rows(rows, plan, data_args)
+    rows = limit_rows(rows, plan, spec)
     if task_vals.get("row_format") in SPLIT_CHECKS:
         SPLIT_CHECKS[task_vals["row_format"]](rows, where)
-    exemplars = exemplar_rows(plan, rows, data_args, cache_dir)
-    max_length = data_args.max_source_length
+    exemplars = exemplar_rows(plan, rows, spec)
+    max_length = spec.max_source_length
     examples, unformatted, filtered = format_examples(
         plan, rows, seed, exemplars, lambda text: len(tokenizer(text, verbose=False).input_ids) <= max_length)
     report_dropped(plan, where, len(raw_rows), malformed + unformatted, unlabeled, len(examples))
     if filtered:
         logger.info("%s %s: trains on the %d rows whose candidate is the referent, not the %d others (T5's "
                     "correct_referent_only)", task_vals["name"], plan.split, len(examples), filtered)
-    check_leaderboard_indices(plan, data_args, examples, where)
+    check_leaderboard_indices(plan, spec, examples, where)
     inputs = [example.input for _, example in examples]
     targets = [example.target for _, example in examples]
     meta = [dict(example.meta, idx=position if example.meta["idx"] is None else example.meta["idx"])
             for position, (_, example) in enumerate(examples)]
-    max_target = target_length(task_vals, data_args, tokenizer)
-    dataset, cut = tokenize_split(tokenizer, inputs, targets, data_args.max_source_length, max_target)
+    max_target = target_length(task_vals, spec, tokenizer)
+    dataset, cut = tokenize_split(tokenizer, inputs, targets, spec.max_source_length, max_target)
     stats = dict(rows=len(raw_rows), malformed=len(malformed) + len(unformatted), unlabeled=unlabeled,
                  used=len(examples), **cut)
     if filtered:
@@ -305,36 +313,38 @@ def build_task_split(plan, data_args, tokenizer, cache_dir=None, seed=0) -> Task
     if cut["truncated_inputs"] or cut["truncated_targets"]:  # a warning: INFO lines are hidden by default
         logger.warning("%s %s: truncated %d of %d inputs to --max_source_length=%d and %d targets to "
                        "--max_target_length=%d; raise them to keep whole examples", task_vals["name"], plan.split,
-                       cut["truncated_inputs"], len(examples), data_args.max_source_length, cut["truncated_targets"],
+                       cut["truncated_inputs"], len(examples), spec.max_source_length, cut["truncated_targets"],
                        max_target)
     logger.info("%s %s (%s): %d examples used of %d rows read, %d malformed, %d inputs truncated to "
                 "--max_source_length=%d, %d targets truncated to %d", task_vals["name"], plan.split, where,
                 len(examples), stats["rows"], stats["malformed"], cut["truncated_inputs"],
-                data_args.max_source_length, cut["truncated_targets"], max_target)
+                spec.max_source_length, cut["truncated_targets"], max_target)
     return TaskSplit(plan, inputs, targets, meta, dataset, stats, max_target)
 
 
-def build_sni_split(plan, data_args, tokenizer, seed) -> TaskSplit:
+def build_sni_split(plan, spec, tokenizer, seed) -> TaskSplit:
     """The split's SNI tasks in the Tk-Instruct format (data/sni.py), tokenised like every split; its stats name
     the tasks."""
-    examples = sni.read_sni_split(plan, data_args, tokenizer, seed)
-    limit = {"train": data_args.max_train_samples, "eval": data_args.max_eval_samples}.get(plan.role)
+    examples = sni.read_sni_split(plan, spec, tokenizer, seed)
+    limit = {"train": spec.max_train_samples, "eval": spec.max_eval_samples}.get(plan.role)
     if limit is not None:  # --max_train_samples / --max_eval_samples: the first N examples, tasks in file order
         examples.inputs, examples.targets, examples.meta = (values[:limit] for values in
                                                             (examples.inputs, examples.targets, examples.meta))
-    max_target = target_length(plan.task_vals, data_args, tokenizer)
-    dataset, cut = tokenize_split(tokenizer, examples.inputs, examples.targets, data_args.max_source_length,
+    max_target = target_length(plan.task_vals, spec, tokenizer)
+    dataset, cut = tokenize_split(tokenizer, examples.inputs, examples.targets, spec.max_source_length,
                                   max_target)
     stats = dict(examples.stats, unlabeled=0, used=len(examples.inputs), **cut)
     return TaskSplit(plan, examples.inputs, examples.targets, examples.meta, dataset, stats, max_target)
 
 
-def build_task_splits(plans, data_args, training_args, tokenizer, cache_dir=None) -> dict:
-    """{"train": [...], "eval": [...], "predict": [...]} TaskSplits, tokenised on the main process first."""
+def build_task_splits(plans, spec: TaskDataSpec, tokenizer, seed=0, main_process_first=None) -> dict:
+    """{"train": [...], "eval": [...], "predict": [...]} TaskSplits, tokenised on the main process first
+    (main_process_first(desc=...): the training arguments' context; None: one process)."""
     splits = {"train": [], "eval": [], "predict": []}
-    with training_args.main_process_first(desc="reading and tokenising task data"):
+    desc = "reading and tokenising task data"
+    with contextlib.nullcontext() if main_process_first is None else main_process_first(desc=desc):
         for plan in plans:
-            splits[plan.role].append(build_task_split(plan, data_args, tokenizer, cache_dir, training_args.seed))
+            splits[plan.role].append(build_task_split(plan, spec, tokenizer, seed))
     return splits
 
 

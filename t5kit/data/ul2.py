@@ -45,6 +45,7 @@ from data_collator import (
 )
 from t5kit.data import packing
 from t5kit.errors import UsageError
+from t5kit.specs import check_span_settings
 
 logger = logging.getLogger(__name__)
 PREFIX_LM = "S"
@@ -79,13 +80,13 @@ def describe(denoiser):
 def mixture_lengths(input_length, denoisers):
     """(tokens_length, target_length): the longest window whose inputs fit `input_length` under every denoiser, and
     the longest targets any denoiser gives it. Refuses an input length span corruption does not take
-    (constants.check_span_settings), or a span denoiser that needs more kept spans than the window keeps tokens
+    (specs.check_span_settings), or a span denoiser that needs more kept spans than the window keeps tokens
     (data_collator.check_kept_spans)."""
     def fits(length):
         return all(denoiser_lengths(length, d)[0] <= input_length for d in denoisers)
 
     # At the shortest input length a window of 2 ids fits every denoiser (at most 4 inputs with a paradigm token).
-    constants.check_span_settings(input_length=input_length)
+    check_span_settings(input_length=input_length)
     length = 2
     while length < MAX_WINDOW_FACTOR * input_length and fits(length + 1):
         length += 1
@@ -111,7 +112,8 @@ def mean_lengths(length, denoisers):
 
 def packed_lengths(input_length, denoisers, window_input_length=None):
     """(window_input_length, tokens_length, window_target_length, target_length) of --packing: windows whose inputs
-    fit window_input_length (default a tenth of the row, at least constants.MIN_INPUT_LENGTH) under every denoiser, the longest targets they give, and
+    fit window_input_length (default a tenth of the row, at least constants.MIN_INPUT_LENGTH) under every denoiser,
+    the longest targets they give, and
     the rows' target length: the row's inputs times the mixture's mean target/input ratio, so that inputs and
     targets fill up together (at least the longest targets, so that every window fits a row)."""
     window_input_length = window_input_length or max(constants.MIN_INPUT_LENGTH,

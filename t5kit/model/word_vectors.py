@@ -10,22 +10,8 @@ import scipy.sparse as sparse
 import torch
 from sklearn.utils.extmath import randomized_svd
 
-from t5kit.errors import UsageError
-
 CONTEXT_SMOOTHING = 0.75
 WINDOW = 5
-
-
-def check_flags(init_embeddings, model_name_or_path, streaming):
-    """Word vectors start a new model from a corpus held in full; refused before anything is loaded otherwise."""
-    if init_embeddings != "word_vectors":
-        return
-    if model_name_or_path:
-        raise UsageError("--init_embeddings word_vectors starts a new model; drop it, or drop --model_name_or_path "
-                         "to start from random init")
-    if streaming:
-        raise UsageError("--init_embeddings word_vectors counts the whole training corpus; drop --streaming, or "
-                         "use --init_embeddings random")
 
 
 def cooccurrence(ids, vocab_size, window=WINDOW) -> sparse.csr_matrix:

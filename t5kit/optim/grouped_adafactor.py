@@ -1,6 +1,6 @@
 """--optim adafactor with T5's settings, updating all parameters of one shape at once: HF's numbers, few kernels.
 
-    optimizer = GroupedAdafactor(params, lr=1e-3, scale_parameter=False, relative_step=False)   # optim/selection.py
+    optimizer = GroupedAdafactor(params, lr=1e-3, scale_parameter=False, relative_step=False)  # optimizer_classes.py
 
 transformers' Adafactor updates one parameter at a time, about 20 small kernels each (squares, row and column means,
 rsqrt, the update's RMS clip, the add): 6,064 operations a step for t5-base's 257 tensors, each a kernel launch on a

@@ -9,7 +9,7 @@ import re
 from transformers import Trainer
 
 from t5kit.errors import UsageError
-from t5kit.optim import selection
+from t5kit.optim import optimizer_classes
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def create_optimizer(model, args):
     """The --optim optimizer over per-regex groups, or None to let Trainer build its default one."""
     if not args.param_group_lr:
         return None
-    optimizer_cls, optimizer_kwargs = selection.optimizer_cls_and_kwargs(args, model)
+    optimizer_cls, optimizer_kwargs = optimizer_classes.optimizer_cls_and_kwargs(args, model)
     optimizer_kwargs.pop("lr", None)  # each group carries its own
     groups = build_param_groups(model, args.param_group_lr, args.weight_decay)
     # torch optimizers ignore unknown group keys, but some (Adafactor) validate them: drop our label.

@@ -1,9 +1,7 @@
 """Atomic file writes: a temporary file beside the target, fsync, rename. Readers see the old file or the whole
 new one, never half of it (a crash mid-write leaves the old file in place). Files get the mode open() would give
 them (0666 less the umask: 0644 under umask 022), not mkstemp's private 0600, so a run folder on a shared cluster
-is as readable as HF's own files in it. `file_sha256` is the digest that checks what was written (checkpoint
-manifests, export records, the quickstart corpus)."""
-import hashlib
+is as readable as HF's own files in it."""
 import json
 import os
 import shutil
@@ -12,18 +10,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-
-HASH_CHUNK_BYTES = 1 << 22
-
-
-def file_sha256(*paths) -> str:
-    """sha256 of the files' bytes, read in the order given: one file's digest, or one for a sharded model."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(HASH_CHUNK_BYTES), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 @contextmanager

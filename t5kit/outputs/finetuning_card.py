@@ -9,11 +9,24 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from t5kit.data.instructions import describe
-from t5kit.outputs.model_card import (CARD_SECTION, PIPELINE_TAG, base_model, card_name, flags_table,
-                                      hf_training_sections, markdown_table, metric_text, model_location, model_table,
-                                      render, reproduce_commands, usage_python, versions_list)
+from t5kit.outputs.model_card import (
+    CARD_SECTION,
+    PIPELINE_TAG,
+    base_model,
+    card_name,
+    flags_table,
+    hf_training_sections,
+    markdown_table,
+    metric_text,
+    model_location,
+    model_table,
+    render,
+    reproduce_commands,
+    usage_python,
+    versions_list,
+)
 from t5kit.outputs.run_folder import LOSS_CURVE_FILE
-from t5kit.outputs.out_log import secret_values
+from t5kit.outputs.run_logging import secret_values
 
 MODEL_INDEX_TASK_TYPES = {"classification": "text-classification", "regression": "text-classification"}
 BENCHMARK_TASK_TYPES = {"summarization": "summarization", "translation": "translation"}
@@ -47,8 +60,9 @@ def custom_task_spec(task_vals) -> dict:
     return {key: list(task_vals[key]) if isinstance(task_vals[key], tuple) else task_vals[key] for key in keys}
 
 
-def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> ModelCard:
-    """The card of a fine-tuning run; summary: what metrics.json holds; eval_splits: the TaskSplits evaluated."""
+def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits, packing_note="") -> ModelCard:
+    """The card of a fine-tuning run; summary: what metrics.json holds; eval_splits: the TaskSplits evaluated;
+    packing_note: how the training rows were packed (model/packed_training.Packing.card_note)."""
     record, secrets = run.record, secret_values()
     names = [task["name"] for task in tasks]
     per_task = summary["per_task_metrics"]
@@ -102,7 +116,8 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits) -> M
         results=markdown_table(("task", "split", "metric", "value"), rows),
         model_table=model_table(model, tokenizer, record),
         data_table=markdown_table(("split", "rows read", "rows used", "malformed", "inputs truncated"), data_rows)
-        + f"\n\nSource: {source_of(record)}. Inputs up to {record['max_source_length']} tokens.",
+        + f"\n\nSource: {source_of(record)}. Inputs up to {record['max_source_length']} tokens."
+        + (f" {packing_note}" if packing_note else ""),
         objective=f"{format_name}:\n\n{objective}\n\n{scoring}",
         flags_table=flags_table(record, trainer.state.global_step), hyperparameters=hyperparameters,
         training_results=training_results,

@@ -20,16 +20,15 @@ refused: it would be recorded), never from a cached `hf auth login`.
 import copy
 import logging
 import os
-import re
 from pathlib import Path
 
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HTTPError
 
 from t5kit.errors import UsageError
-from t5kit.outputs.export_record import EXPORT_DIR, RECORD_FILE
-from t5kit.outputs.run_folder import CONFIG_FILE, LOSS_CURVE_FILE, METRICS_FILE, MODEL_CARD_FILE
-from t5kit.outputs.out_log import mask_secrets, secret_values
+from t5kit.model.ctranslate2_export import EXPORT_DIR, RECORD_FILE
+from t5kit.outputs.run_folder import CONFIG_FILE, LOSS_CURVE_FILE, METRICS_FILE, MODEL_CARD_FILE, list_checkpoints
+from t5kit.outputs.run_logging import mask_secrets, secret_values
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +39,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "spiece.model")
 RUN_FILES = (MODEL_CARD_FILE, CONFIG_FILE, METRICS_FILE, LOSS_CURVE_FILE)
 CHECKPOINT_STRATEGIES = ("checkpoint", "all_checkpoints")
-CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 # Never uploaded, whatever a pattern matches: HF's staging folders, our atomic-write temporaries.
 IGNORED = (".*", "**/.*", "*.tmp")
 
@@ -69,9 +67,7 @@ def checkpoint_folders(output_dir, strategy) -> list:
     """The checkpoint folders --hub_strategy uploads: none, the newest, or all (by step)."""
     if strategy not in CHECKPOINT_STRATEGIES:
         return []
-    found = sorted((int(match.group(1)), path.name) for path in Path(output_dir).iterdir()
-                   if path.is_dir() and (match := CHECKPOINT_DIR.match(path.name)))
-    names = [name for _, name in found]
+    names = [path.name for path in list_checkpoints(output_dir)]
     return names[-1:] if strategy == "checkpoint" else names
 
 

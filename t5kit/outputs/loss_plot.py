@@ -1,11 +1,8 @@
 """loss_curve.png: training loss (and its z-loss term), evaluation loss and the evaluation metric against the optimizer
 step."""
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # no display on clusters or CI
-import matplotlib.pyplot as plt  # noqa: E402
-
-from t5kit.outputs.atomic_files import atomic_write  # noqa: E402
+from t5kit.outputs.atomic_files import atomic_write
 
 
 def series(log_history, key):
@@ -16,7 +13,8 @@ def series(log_history, key):
 
 def plot_loss_curve(log_history, path, metric_name=None):
     """Writes the loss curve (and the eval metric on a second axis, when given) atomically to `path`."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))  # no pyplot: no display backend and no global figure state (clusters, CI)
+    ax = fig.subplots()
     # z_loss (--z_loss): the auxiliary term the train loss includes, drawn on the same axis.
     for key, label in (("loss", "train loss"), ("eval_loss", "eval loss"), ("z_loss", "train z-loss term")):
         steps, values = series(log_history, key)
@@ -39,5 +37,4 @@ def plot_loss_curve(log_history, path, metric_name=None):
     fig.tight_layout()
     with atomic_write(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=100)
-    plt.close(fig)
     return path

@@ -24,7 +24,7 @@ from transformers.modelcard import extract_hyperparameters_from_trainer, make_ma
 
 from t5kit.outputs.atomic_files import atomic_write
 from t5kit.outputs.run_folder import CONFIG_FILE, METRICS_FILE, MODEL_CARD_FILE
-from t5kit.outputs.out_log import mask_secrets, secret_values
+from t5kit.outputs.run_logging import mask_secrets, secret_values
 
 CARD_SECTION = "t5kit"  # our metadata key: tasks, custom task specs, input length
 # transformers' create_model_card tags sequence-to-sequence LMs so (modelcard.TASK_MAPPING).

@@ -18,8 +18,15 @@ import json
 import logging
 from pathlib import Path
 
-from metrics import (INVALID, normalize_squad, parse_label, parse_score, row_option_index, sni_exact_match,
-                     wsc_referent_match)
+from metrics import (
+    INVALID,
+    normalize_squad,
+    parse_label,
+    parse_score,
+    row_option_index,
+    sni_exact_match,
+    wsc_referent_match,
+)
 from t5kit.data.task_format import normalize_text
 from t5kit.outputs.atomic_files import atomic_write
 

@@ -1,36 +1,47 @@
 """The model card of a pre-training run (span corruption, UL2 or prefix-LM): its results, data and objective sections
 and the span-filling (or text-continuing) usage example; model_card.py holds what every card shares.
 
-    card = pretraining_card.build_card(run, summary, model, tokenizer, trainer)      # pre_train_t5.py, step 9
+    card = pretraining_card.build_card(run, summary, model, tokenizer, trainer, objective)   # pre_train_t5.py
 """
 import shlex
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from t5kit.outputs.model_card import (CARD_SECTION, PIPELINE_TAG, base_model, card_name, flags_table,
-                                      hf_training_sections, markdown_table, metric_text, model_location, model_table,
-                                      render, reproduce_commands, usage_python, versions_list)
+from t5kit.outputs.model_card import (
+    CARD_SECTION,
+    PIPELINE_TAG,
+    base_model,
+    card_name,
+    flags_table,
+    hf_training_sections,
+    markdown_table,
+    metric_text,
+    model_location,
+    model_table,
+    render,
+    reproduce_commands,
+    usage_python,
+    versions_list,
+)
 from t5kit.outputs.run_folder import LOSS_CURVE_FILE
-from t5kit.outputs.out_log import secret_values
+from t5kit.outputs.run_logging import secret_values
 
 SPAN_FILLING_EXAMPLE = "The <extra_id_0> walks in <extra_id_1> park."
 PREFIX_EXAMPLE = "The dog walks in the"  # a prefix-LM model continues a text; it never saw a sentinel
 
-OBJECTIVE_NAMES = {"span_corruption": "Span corruption (T5)", "ul2": "UL2 (mixture of denoisers)",
-                   "prefix_lm": "Prefix-LM (T5)"}  # by --objective
 
-
-def build_card(run, summary, model, tokenizer, trainer) -> ModelCard:
-    """The card of a pre-training run (span corruption, UL2 or prefix-LM); summary: what metrics.json holds."""
+def build_card(run, summary, model, tokenizer, trainer, objective) -> ModelCard:
+    """The card of a pre-training run; summary: what metrics.json holds; objective: data/objectives.py's, which
+    says what its section holds."""
     record, data = run.record, summary["data"]
-    objective = OBJECTIVE_NAMES[record["objective"]]
+    title = objective.title
     derived, secrets = record["derived"], secret_values()
     corpus = record.get("dataset_name") or ", ".join(Path(path).name for path in record["train_files"])
     hub_corpus = [record["dataset_name"]] if record.get("dataset_name") else []
     validation = ", ".join(Path(p).name for p in record.get("validation_files") or []) or \
         f"{record['validation_split_percentage']} % of the training documents, held out"
-    results = [EvalResult(task_type=PIPELINE_TAG, task_name=objective,
+    results = [EvalResult(task_type=PIPELINE_TAG, task_name=title,
                           dataset_type=record.get("dataset_name") or "text", dataset_name=corpus,
                           dataset_config=record.get("dataset_config_name"), dataset_split="validation",
                           metric_type=name, metric_name=label, metric_value=summary[f"eval_{name}"])
@@ -50,8 +61,7 @@ def build_card(run, summary, model, tokenizer, trainer) -> ModelCard:
                   for name, value in data.items() if value is not None]
     hyperparameters, training_results = hf_training_sections(trainer)
     where = model_location(record)
-    # Prefix-LM alone never saw a sentinel: its card shows continuing a text. UL2 mixes in span corruption.
-    continues = record["objective"] == "prefix_lm"
+    continues = objective.continues_text  # a model that never saw a sentinel continues a text
     use_text, example, files = (
         ("It continues the start of a text", PREFIX_EXAMPLE,
          "--input_file starts.txt --output_file continued.jsonl   # a text's start a line -> its continuation")
@@ -60,7 +70,7 @@ def build_card(run, summary, model, tokenizer, trainer) -> ModelCard:
          "--input_file spans.txt --output_file filled.jsonl   # lines with <extra_id_N> sentinels -> the filled text"))
     return render(
         card_data, title=card_name(record), loss_curve=LOSS_CURVE_FILE,
-        summary=(f"A T5 model pre-trained with {objective} on {corpus} by t5kit's `{run.script}`: "
+        summary=(f"A T5 model pre-trained with {title} on {corpus} by t5kit's `{run.script}`: "
                  f"{derived['parameters'] / 1e6:.2f}M parameters, {data.get('tokens_seen') or 0:,} tokens seen in "
                  f"{trainer.state.global_step} optimizer steps. {use_text}; fine-tune it for a task."),
         results=markdown_table(("split", "metric", "value"),
@@ -68,7 +78,7 @@ def build_card(run, summary, model, tokenizer, trainer) -> ModelCard:
                                + [("train", "loss (mean)", metric_text(summary.get("train_loss")))]),
         model_table=model_table(model, tokenizer, record),
         data_table=markdown_table(("item", "value"), data_rows),
-        objective=objective_text(record),
+        objective=objective_text(record, objective),
         flags_table=flags_table(record, trainer.state.global_step), hyperparameters=hyperparameters,
         training_results=training_results,
         usage_python=usage_python(where, example, derived["target_length"], keep_sentinels=not continues),
@@ -76,29 +86,10 @@ def build_card(run, summary, model, tokenizer, trainer) -> ModelCard:
         reproduce=reproduce_commands(run, secrets), versions=versions_list(record))
 
 
-def objective_text(record) -> str:
-    """The objective section: span corruption's settings, or each UL2/prefix-LM denoiser (config/pretrain_arguments.py
-    fills them all)."""
-    derived = record["derived"]
-    shapes = f"inputs of {derived['input_length']} tokens, targets of {derived['target_length']} tokens"
+def objective_text(record, objective) -> str:
+    """The objective section: what the objective says of itself (data/objectives.py), and the embeddings' start."""
+    text, table = objective.card_section()
     start = ("\n\nThe embeddings started from word vectors counted from the training corpus (PPMI + SVD, "
              "`--init_embeddings word_vectors`), not from random init." if record.get("init_embeddings") ==
              "word_vectors" else "")
-    return objective_settings(record, derived, shapes) + start
-
-
-def objective_settings(record, derived, shapes) -> str:
-    if record["objective"] == "span_corruption":
-        return (f"Span corruption (Raffel et al. 2020, sec. 3.1.4): windows of {derived['tokens_length']} tokens, "
-                f"{record['noise_density']:.0%} of them in noise spans of mean length "
-                f"{record['mean_noise_span_length']}, each span replaced by one sentinel in the input and the kept "
-                f"text by sentinels in the target ({shapes}).")
-    rows = [["" if value is None else value for value in (d["paradigm"], d.get("noise_density"),
-             d.get("mean_noise_span_length"), f"{d['proportion']:.4g}", d.get("mode_token"))]
-            for d in record["denoisers"]]
-    anchor = ("UL2 (Tay et al. 2022): a mixture of denoisers, one per window" if record["objective"] == "ul2"
-              else "Prefix-LM (T5's prefix_lm): each window split at a uniform point")
-    fitted = ("packed several to a row with segment ids (`--packing`; rows of " + shapes + ")" if record.get(
-        "packing") else f"padded to fixed shapes ({shapes})")
-    return (f"{anchor}, windows of {derived['tokens_length']} tokens {fitted}.\n\n"
-            + markdown_table(("paradigm", "noise density", "mean span", "proportion", "mode token"), rows))
+    return text + (f"\n\n{markdown_table(*table)}" if table else "") + start

@@ -1,8 +1,10 @@
-"""The run's output folder: the names of the files in it, and the refusal to clobber it or to start where it
-cannot be created (train/resume.py finds the checkpoint to resume from)."""
+"""The run's output folder: the names of the files and checkpoint folders in it, the one rule for writing into a
+folder that holds a run, and the refusal to start where it cannot be created (train/resume.py finds the checkpoint
+to resume from)."""
 import contextlib
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -14,24 +16,49 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.json"
 LOSS_CURVE_FILE = "loss_curve.png"
 EVAL_LOG_FILE = "eval_log.jsonl"  # one line per evaluation, as it happens (train/callbacks.py)
-RUN_LOG_FILE = "out.log"  # everything the run logged (out_log.py)
+RUN_LOG_FILE = "out.log"  # everything the run logged (run_logging.py)
 MODEL_CARD_FILE = "README.md"  # the model card (model_card.py), the name the hub shows
 ADAPTER_CONFIG_FILE = "adapter_config.json"  # peft's, beside adapter_model.safetensors (--peft lora)
 MERGED_MODEL_DIR = "merged"  # --merge_adapters: the base model with the adapters merged in (model/lora.py)
 # The running run's lock (run_lock.py): not part of the run, so it never makes a folder "not empty", and whatever
 # clears a folder for --overwrite_output_dir must leave it in place.
 LOCK_FILE = ".lock"
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")  # HF's PREFIX_CHECKPOINT_DIR naming: checkpoint-<step>
 
 
-def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint):
-    """Refuses a non-empty output folder unless the user asked to resume or to overwrite."""
+def checkpoint_step(path):
+    """N of a checkpoint-N folder's path, or None for any other name."""
+    match = CHECKPOINT_PATTERN.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def list_checkpoints(output_dir):
+    """checkpoint-N folders of output_dir, oldest step first (complete or not)."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    found = [p for p in output_dir.iterdir() if p.is_dir() and checkpoint_step(p) is not None]
+    return sorted(found, key=checkpoint_step)
+
+
+def check_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint, checkpoint=None):
+    """The one rule for writing into an --output_dir that holds a run, checked once the complete checkpoint to
+    resume from (or None) is known: refused unless --overwrite_output_dir says it may be written into, or
+    --resume_from_checkpoint continues its run; continuing, a folder whose run finished (metrics.json) with no
+    complete checkpoint to continue from is refused too, since starting afresh would replace that run."""
     path = Path(output_dir)
     check_folder_path(path)
-    resuming = asks_to_resume(resume_from_checkpoint)
-    if not path.is_dir() or not holds_a_run(path) or overwrite_output_dir or resuming:
+    if not path.is_dir() or overwrite_output_dir:
         return
-    raise UsageError(f"--output_dir {path} is not empty; pass --overwrite_output_dir to write into it, "
-                     "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
+    if not asks_to_resume(resume_from_checkpoint):
+        if holds_a_run(path):
+            raise UsageError(f"--output_dir {path} is not empty; pass --overwrite_output_dir to write into it, "
+                             "--resume_from_checkpoint auto to continue its run, or choose another --output_dir")
+        return
+    if checkpoint is None and (path / METRICS_FILE).exists():
+        raise UsageError(f"--resume_from_checkpoint {resume_from_checkpoint}: --output_dir {path} holds a finished "
+                         f"run ({METRICS_FILE}) and no complete checkpoint to continue from; pass "
+                         "--overwrite_output_dir true to replace it, or choose another --output_dir")
 
 
 def check_folder_path(path):

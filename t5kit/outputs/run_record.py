@@ -2,7 +2,8 @@
 
     record = run_record.flag_values(flags)               # step 1: every flag as validated, every default filled
     derived = run_record.derived_values(training_args, tokens_per_example, num_parameters, dropout_rate, ...)
-    run_record.write_run_record(output_dir, {**record, run_record.DERIVED_KEY: derived})
+    run_record.write_run_record(output_dir, {**record, parsing.DERIVED_KEY: derived})
+    record, trainer_args = run_record.start_run_outputs(training_args, record, derived, checkpoint)   # step 8
 
 The flags come from the validated dataclasses (after every __post_init__ filled its defaults), never from the
 command line as typed, and nothing changes a flag after the record is taken. `derived:` holds the numbers that
@@ -15,7 +16,8 @@ import importlib.metadata
 import platform
 from pathlib import Path
 
-from t5kit.config.parsing import DERIVED_KEY, UNSAVED_KEYS  # noqa: F401 (run_record.DERIVED_KEY for writers)
+from t5kit.config.parsing import DERIVED_KEY, UNSAVED_KEYS
+from t5kit.outputs import hub_upload, run_logging
 from t5kit.outputs.atomic_files import write_yaml
 from t5kit.outputs.run_folder import CONFIG_FILE
 
@@ -89,3 +91,15 @@ def write_run_record(output_dir, record):
     path = Path(output_dir) / CONFIG_FILE
     write_yaml(path, record)
     return path
+
+
+def start_run_outputs(training_args, record, derived, checkpoint):
+    """Writes OUTPUT_DIR/config.yaml (rank 0: the flags and the derived values) and opens out.log (appending after a
+    boundary line when resuming from `checkpoint`). Returns the complete record (what the W&B config gets) and the
+    trainer's copy of the arguments, HF's own push off: ours runs once, after the local save (hub_upload.py says
+    why)."""
+    record = {**record, DERIVED_KEY: derived}
+    if training_args.should_save:
+        write_run_record(training_args.output_dir, record)
+    run_logging.open_run_log(training_args, checkpoint)
+    return record, hub_upload.trainer_arguments(training_args)

@@ -50,7 +50,8 @@ def format_table(rows, columns_width=14):
     if not rows:
         return "(no trials yet)"
     columns = [c for c in rows[0] if c != "fail_reason"]
-    cell = lambda v: (f"{v:.6g}" if isinstance(v, float) else str(v))[:columns_width]  # noqa: E731
+    def cell(v):
+        return (f"{v:.6g}" if isinstance(v, float) else str(v))[:columns_width]
     lines = ["  ".join(c[:columns_width].ljust(columns_width) for c in columns)]
     lines += ["  ".join(cell(row[c]).ljust(columns_width) for c in columns) for row in rows]
     return "\n".join(lines)

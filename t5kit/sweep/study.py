@@ -9,7 +9,7 @@ import optuna
 from optuna.trial import TrialState
 from transformers import HfArgumentParser
 
-from t5kit.config import parsing, programs
+from t5kit.config import parsing, script_flags
 from t5kit.errors import UsageError, unknown_name_message
 from t5kit.sweep import report as sweep_report
 from t5kit.sweep import space as sweep_space
@@ -22,14 +22,14 @@ ENTRY_SCRIPTS_DIR = Path(__file__).resolve().parents[2]  # the repository root, 
 
 @functools.lru_cache(maxsize=None)  # loading a program file costs seconds (transformers)
 def load_program_flags(program):
-    """The program's flag dataclasses: ours from t5kit.config.programs (no entry script is imported); another
+    """The program's flag dataclasses: ours from t5kit.config.script_flags (no entry script is imported); another
     program's FLAG_CLASSES, read from its own file (it must run nothing at import)."""
     path = Path(program)
     if not path.is_file() or path.suffix != ".py":
         raise UsageError(f"program: {program} (sweep YAML key) is not an existing .py file; run sweep.py from the "
                          "folder `wandb agent` would run in, or fix program")
-    if path.name in programs.FLAG_CLASSES_BY_PROGRAM and path.resolve().parent == ENTRY_SCRIPTS_DIR:
-        return programs.FLAG_CLASSES_BY_PROGRAM[path.name]
+    if path.name in script_flags.FLAG_CLASSES_BY_PROGRAM and path.resolve().parent == ENTRY_SCRIPTS_DIR:
+        return script_flags.FLAG_CLASSES_BY_PROGRAM[path.name]
     spec = importlib.util.spec_from_file_location(f"sweep_program_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -17,8 +17,8 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from t5kit.outputs.atomic_files import atomic_write
-from t5kit.outputs.out_log import RUN_LOG_ONLY
 from t5kit.outputs.run_folder import EVAL_LOG_FILE
+from t5kit.outputs.run_logging import RUN_LOG_ONLY
 
 logger = logging.getLogger(__name__)
 EVAL_PREFIX = "eval_"

@@ -24,15 +24,15 @@ scripts list, in preemption.py.
 import json
 import logging
 import os
-import re
 import shutil
 from pathlib import Path
 
 from transformers.trainer import TRAINER_STATE_NAME
 
+from t5kit.digests import file_sha256
 from t5kit.errors import UsageError
-from t5kit.outputs.atomic_files import file_sha256, give_weights_default_modes, write_json
-from t5kit.outputs.run_folder import asks_to_resume
+from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
+from t5kit.outputs.run_folder import asks_to_resume, list_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ STAGING_DIR = ".saving"  # starts with a dot: HF's and our checkpoint-N globs ne
 FULL_STATE_DICT = "FULL_STATE_DICT"  # torch's StateDictType name, which accelerate's FSDP plugin takes
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = 1
-CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")  # HF's PREFIX_CHECKPOINT_DIR naming
 def list_files(folder):
     """Relative paths of every file under folder except the manifest itself, sorted."""
     folder = Path(folder)
@@ -88,20 +87,6 @@ def find_problem(folder):
         if file_sha256(path) != expected["sha256"]:
             return f"{name} does not match its sha256 in the manifest"
     return None
-
-
-def checkpoint_step(path):
-    match = CHECKPOINT_PATTERN.match(Path(path).name)
-    return int(match.group(1)) if match else None
-
-
-def list_checkpoints(output_dir):
-    """checkpoint-N folders of output_dir, oldest step first (valid or not)."""
-    output_dir = Path(output_dir)
-    if not output_dir.is_dir():
-        return []
-    found = [p for p in output_dir.iterdir() if p.is_dir() and checkpoint_step(p) is not None]
-    return sorted(found, key=checkpoint_step)
 
 
 def latest_valid_checkpoint(output_dir):

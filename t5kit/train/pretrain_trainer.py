@@ -11,12 +11,11 @@ import torch.nn.functional as F
 from transformers import Seq2SeqTrainer
 
 from constants import NUM_SENTINELS
-from t5kit.optim import selection
+from t5kit.optim import optimizer_classes
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.packed_loader import PackedLoaderMixin
 from t5kit.train.padding_report import PaddingReportMixin
-from t5kit.train.segment_masks import PackedBatchMixin
 from t5kit.train.stream_resume import StreamResumeMixin
 from t5kit.train.z_loss import ZLossMixin
 
@@ -24,14 +23,14 @@ EVAL_METRIC = "content_accuracy"  # what the loss curve plots beside the losses
 
 
 class PretrainTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, StreamResumeMixin, ZLossMixin, PaddingReportMixin,
-                      PackedLoaderMixin, PackedBatchMixin, Seq2SeqTrainer):
+                      PackedLoaderMixin, Seq2SeqTrainer):
     """Atomic checkpoints (checkpointing.py; `resume_point=`, resume.py), --nan_policy (nonfinite_guard.py), streams
     that resume where they stopped (stream_resume.py), T5X's --z_loss (z_loss.py), padding in the logs
-    (padding_report.py), --packing's loader (`packed_batches=`, packed_loader.py) and its segment masks
-    (train/segment_masks.py), and our optimizers: Adafactor on stacks of same-shaped parameters, nanoT5's AdamWScale
-    (optim/selection.py). Save-and-exit on SIGTERM/SIGUSR1 is a callback the entry script lists (preemption.py)."""
+    (padding_report.py), --packing's loader (`packed_batches=`, packed_loader.py), and our optimizers: Adafactor on
+    stacks of same-shaped parameters, nanoT5's AdamWScale (optim/optimizer_classes.py). Save-and-exit on
+    SIGTERM/SIGUSR1 is a callback the entry script lists (preemption.py)."""
 
-    get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)
+    get_optimizer_cls_and_kwargs = staticmethod(optimizer_classes.optimizer_cls_and_kwargs)
 
 
 def predicted_ids_and_losses(logits, labels):

@@ -29,7 +29,13 @@ from transformers.trainer import TRAINER_STATE_NAME
 
 from t5kit.errors import UsageError
 from t5kit.outputs import run_lock
-from t5kit.outputs.run_folder import ADAPTER_CONFIG_FILE, METRICS_FILE, asks_to_resume, check_output_dir
+from t5kit.outputs.run_folder import (
+    ADAPTER_CONFIG_FILE,
+    METRICS_FILE,
+    asks_to_resume,
+    check_folder_path,
+    check_output_dir,
+)
 from t5kit.train import checkpointing
 from t5kit.train.nonfinite_guard import SKIP_LOG_KEY
 from t5kit.train.stream_resume import POSITION_FILE
@@ -59,18 +65,14 @@ def find_resume_point(training_args) -> ResumePoint:
     """Refuses to clobber a previous run, then returns the point to resume from (ResumePoint() for a fresh start),
     `finished` set when the folder holds a run that already reached its end."""
     out, resume_flag = training_args.output_dir, training_args.resume_from_checkpoint
-    check_output_dir(out, training_args.overwrite_output_dir, resume_flag)
+    check_folder_path(Path(out))
     # Only complete checkpoints count: 'auto' skips broken ones with a warning, a broken path is refused.
     point = read_resume_point(checkpointing.resolve_checkpoint(out, resume_flag))
     if asks_to_resume(resume_flag):
         finished = finished_run(out, point, training_args)
         if finished:
             return dataclasses.replace(point, finished=finished)
-    if point.checkpoint is None and (Path(out) / METRICS_FILE).exists() and not training_args.overwrite_output_dir:
-        # 'auto' found nothing to continue from, and starting afresh would replace a run that ended.
-        raise UsageError(f"--resume_from_checkpoint {resume_flag}: --output_dir {out} holds a finished run "
-                         f"({METRICS_FILE}) and no complete checkpoint to continue from; pass --overwrite_output_dir "
-                         "true to replace it, or choose another --output_dir")
+    check_output_dir(out, training_args.overwrite_output_dir, resume_flag, point.checkpoint)
     return point
 
 

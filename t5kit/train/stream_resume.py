@@ -4,7 +4,7 @@ For an IterableDataset HF's Trainer resumes by iterating the data loader past ev
 (accelerate's skip_first_batches): reading, tokenising, packing and collating them all again, so resuming at step N
 costs O(N). Here instead:
 
-1. every training window carries its id (packed_stream.PackedWindowStream) through the collator
+1. every training window carries its id (window_stream.WindowStream) through the collator
    (StreamPositionCollator) into the training step, which notes the highest id trained on. The data loader reads
    ahead (accelerate prefetches a batch; rank 0 reads for all ranks), so what the stream has read is not what was
    trained on; the ids are;
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from t5kit.data.packed_stream import STREAM_EPOCH, WINDOW_INDEX, PackedWindowStream
+from t5kit.data.window_stream import STREAM_EPOCH, WINDOW_INDEX, WindowStream
 from t5kit.outputs.atomic_files import write_json
 from t5kit.train.deferred_read import DeferredRead
 
@@ -59,7 +59,7 @@ class StreamResumeMixin:
 
     @property
     def stream(self):
-        return self.train_dataset if isinstance(self.train_dataset, PackedWindowStream) else None
+        return self.train_dataset if isinstance(self.train_dataset, WindowStream) else None
 
     def continue_stream(self, resume_point):
         """Puts the stream where the resume point (resume.ResumePoint, held by SafeCheckpointMixin) left it."""

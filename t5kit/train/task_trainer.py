@@ -18,15 +18,13 @@ import torch
 from torch.utils.data import Sampler, SequentialSampler
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
-from constants import GLUE_SCORE_METRICS
-from metrics import compute_task_metrics, glue_average, rank_label_words
+from metrics import GLUE_SCORE_METRICS, compute_task_metrics, glue_average, rank_label_words
 from t5kit.model.inference import score_label_words
-from t5kit.optim import selection
+from t5kit.optim import optimizer_classes
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
-from t5kit.train.packed_loader import PackedLoaderMixin
+from t5kit.train.packed_loader import PackedLoaderMixin, refuse_packed
 from t5kit.train.padding_report import PaddingReportMixin
-from t5kit.train.segment_masks import PackedBatchMixin, refuse_packed
 from t5kit.train.z_loss import ZLossMixin
 
 AVERAGE_KEY = "average"
@@ -101,10 +99,11 @@ class TaskCollator(DataCollatorForSeq2Seq):
         return batch
 
 
-# atomic checkpoints, --nan_policy, --z_loss, padding in the logs, --packing's loader (`packed_batches=`) and segment masks
+# atomic checkpoints, --nan_policy, --z_loss, padding in the logs, --packing's loader (`packed_batches=`)
 class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, PaddingReportMixin, PackedLoaderMixin,
-                  PackedBatchMixin, Seq2SeqTrainer):
-    get_optimizer_cls_and_kwargs = staticmethod(selection.optimizer_cls_and_kwargs)  # stacked Adafactor, AdamWScale
+                  Seq2SeqTrainer):
+    # stacked Adafactor, AdamWScale
+    get_optimizer_cls_and_kwargs = staticmethod(optimizer_classes.optimizer_cls_and_kwargs)
 
     def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
         self.eval_splits = list(eval_splits)

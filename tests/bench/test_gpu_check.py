@@ -19,7 +19,8 @@ from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "ul2_packing", "throughput_eager_sdpa",
             "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
-            "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "packed_equivalence", "trainer_profile", "attention_bias", "inference", "zero2", "fsdp",
+            "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "packed_equivalence", "trainer_profile",
+            "attention_bias", "inference", "zero2", "fsdp",
             "throughput_eager_t5_flex",
             "quality")
 
@@ -104,8 +105,8 @@ class BudgetTest(parameterized.TestCase):
 
     def check(self, budget_s, only=None):
         out = self.create_tempdir().full_path
-        return gpu_check.Check(gpu_check.parse_args(["--device", "cpu", "--tiny", "--output_dir", out,
-                                                     "--budget_s", str(budget_s), *(["--only", *only] if only else [])]))
+        argv = ["--device", "cpu", "--tiny", "--output_dir", out, "--budget_s", str(budget_s)]
+        return gpu_check.Check(gpu_check.parse_args([*argv, *(["--only", *only] if only else [])]))
 
     def test_a_section_that_would_overrun_is_skipped_before_it_starts(self):
         check, ran = self.check(60), []

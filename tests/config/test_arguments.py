@@ -1,5 +1,6 @@
-"""Flags declared once: a flag two T5 scripts share comes from one group dataclass (config/arguments.py) with one
-help text, so fine_tune_t5.py and predict_t5.py cannot drift apart; the scripts' own groups inherit it."""
+"""Flags declared once across the six entry scripts: a flag two scripts share comes from one group dataclass
+(config/arguments.py) with one help text, so the scripts cannot drift apart; the scripts' own groups inherit it, and
+a name two groups declare on purpose is listed with its two meanings (each --help says which)."""
 import dataclasses
 import inspect
 from pathlib import Path
@@ -7,14 +8,25 @@ from pathlib import Path
 from absl.testing import absltest, parameterized
 
 from t5kit.config import parsing
-from t5kit.config.arguments import ModelSourceArguments, TaskInputArguments
-from t5kit.config.programs import FINETUNE_FLAG_CLASSES, PRETRAIN_FLAG_CLASSES, PREDICT_FLAG_CLASSES
+from t5kit.config.arguments import (
+    HubArguments,
+    ModelPathArguments,
+    ModelSourceArguments,
+    OutputDirArguments,
+    OverwriteOutputDirArguments,
+    TaskInputArguments,
+)
+from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES, FLAG_CLASSES_BY_SCRIPT, PREDICT_FLAG_CLASSES
 from t5kit.errors import UsageError
-from tests.helpers import predict_flags, require, tiny_flags
+from tests.helpers import ENTRY_SCRIPTS, predict_flags, require, tiny_flags
 
-PROGRAMS = {"pre_train_t5": PRETRAIN_FLAG_CLASSES, "fine_tune_t5": FINETUNE_FLAG_CLASSES,
-            "predict_t5": PREDICT_FLAG_CLASSES}
-SHARED_GROUPS = {ModelSourceArguments: ("pre_train_t5", "fine_tune_t5", "predict_t5"),
+PROGRAMS = {script.removesuffix(".py"): classes for script, classes in FLAG_CLASSES_BY_SCRIPT.items()}
+TRAINING = ("pre_train_t5", "fine_tune_t5")
+SHARED_GROUPS = {ModelPathArguments: (*TRAINING, "predict_t5", "export_t5"),
+                 ModelSourceArguments: (*TRAINING, "predict_t5"),
+                 OutputDirArguments: (*TRAINING, "train_tokenizer", "export_t5", "sweep"),
+                 OverwriteOutputDirArguments: (*TRAINING, "train_tokenizer", "export_t5"),
+                 HubArguments: (*TRAINING, "export_t5"),
                  TaskInputArguments: ("fine_tune_t5", "predict_t5")}
 # Names two of our groups declare on purpose, because they mean different things in different scripts.
 SAME_NAME_OTHER_MEANING = {
@@ -22,6 +34,8 @@ SAME_NAME_OTHER_MEANING = {
     "text_column": "pre-training's corpus column (default text); predict_t5.py's input column (default: the task's)",
     "max_train_samples": "pre-training counts documents; fine-tuning counts task rows",
     "max_eval_samples": "pre-training counts windows; fine-tuning counts rows of each validation split",
+    "train_files": "pre-training's corpus files (text, json, csv, parquet); train_tokenizer.py's text files",
+    "seed": "train_tokenizer.py's SentencePiece sampling seed; sweep.py's Optuna sampler seed (training's is HF's)",
 }
 
 
@@ -47,6 +61,9 @@ def parser_help(classes):
 
 class FlagGroupsTest(parameterized.TestCase):
 
+    def test_the_guard_covers_every_entry_script(self):
+        self.assertCountEqual(PROGRAMS, ENTRY_SCRIPTS)
+
     def test_a_flag_two_scripts_share_is_declared_once(self):
         everywhere = declarations([cls for classes in PROGRAMS.values() for cls in classes])
         twice = {name: sorted(cls.__name__ for cls in owners) for name, owners in everywhere.items()
@@ -60,7 +77,7 @@ class FlagGroupsTest(parameterized.TestCase):
 
     @parameterized.named_parameters(*[(group.__name__, group) for group in SHARED_GROUPS])
     def test_shared_groups_reach_their_scripts_with_one_help(self, group):
-        shared = [f.name for f in dataclasses.fields(group)]
+        shared = list(inspect.get_annotations(group))  # the group's own flags, not those it inherits
         helps = {}
         for program in SHARED_GROUPS[group]:
             classes = PROGRAMS[program]
@@ -91,8 +108,10 @@ class FlagGroupsTest(parameterized.TestCase):
                          (None, "generate", str(work)))
 
     @parameterized.named_parameters(
-        ("source_length", {"max_source_length": 1}, "^--max_source_length=1 leaves no room for text and EOS; use >= 2$"),
-        ("scoring", {"label_scoring": "vote"}, r"^--label_scoring='vote' is not a valid choice; choices: generate, rank$"),
+        ("source_length", {"max_source_length": 1},
+         "^--max_source_length=1 leaves no room for text and EOS; use >= 2$"),
+        ("scoring", {"label_scoring": "vote"},
+         r"^--label_scoring='vote' is not a valid choice; choices: generate, rank$"),
         ("predict_samples", {"max_predict_samples": 0}, "^--max_predict_samples=0 must be >= 1"),
     )
     def test_both_scripts_refuse_a_shared_flag_in_one_wording(self, flags, message):
@@ -111,7 +130,7 @@ class FlagGroupsTest(parameterized.TestCase):
         flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, tiny_flags(str(work / "ft"), label_scoring="rank",
                                                                       max_predict_samples=3))
         record = run_record.flag_values(flags)
-        path = run_record.write_run_record(str(work), {**record, run_record.DERIVED_KEY: {"world_size": 1}})
+        path = run_record.write_run_record(str(work), {**record, parsing.DERIVED_KEY: {"world_size": 1}})
         again = run_record.flag_values(parsing.parse_flags(FINETUNE_FLAG_CLASSES, [str(path)]))
         self.assertEqual(again, record)
         self.assertEqual((record["max_source_length"], record["label_scoring"], record["max_predict_samples"],

@@ -52,7 +52,8 @@ class ReadMappingTest(parameterized.TestCase):
 
     def test_bad_json_names_file_line_and_column(self):
         path = self.write('{"a": 1,\n "b": }', "f.json")
-        with self.assertRaisesRegex(UsageError, f"^x file {path} is not valid JSON: line 2, column 7: Expecting value$"):
+        message = f"^x file {path} is not valid JSON: line 2, column 7: Expecting value$"
+        with self.assertRaisesRegex(UsageError, message):
             read_mapping(path, "x file", "settings", syntax="JSON")
 
     @parameterized.named_parameters(

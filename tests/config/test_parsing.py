@@ -10,7 +10,7 @@ import yaml
 from absl.testing import absltest, parameterized
 
 from t5kit.config import parsing
-from t5kit.config.programs import FINETUNE_FLAG_CLASSES, PRETRAIN_FLAG_CLASSES
+from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES, PRETRAIN_FLAG_CLASSES
 from t5kit.errors import UsageError
 from tests.helpers import REPO, require
 

@@ -9,11 +9,12 @@ import pandas as pd
 from absl.testing import absltest, parameterized
 from transformers import T5TokenizerFast
 
-from t5kit.config.arguments import T5TrainingArguments
+from t5kit.config import parsing
 from t5kit.config.pretrain_arguments import PretrainDataArguments
+from t5kit.config.script_flags import PRETRAIN_FLAG_CLASSES
 from t5kit.data import corpus
 from t5kit.errors import UsageError
-from tests.helpers import read_paragraphs, require
+from tests.helpers import read_paragraphs, require, tiny_run_flags
 
 WINDOW = 61  # a prime, so windows straddle document boundaries at varying offsets
 
@@ -29,7 +30,6 @@ class DataTest(parameterized.TestCase):
     def setUp(self):
         super().setUp()
         self.dir = Path(self.create_tempdir().full_path)
-        self.training_args = T5TrainingArguments(output_dir=str(self.dir / "out"), use_cpu=True, seed=7, max_steps=10)
 
     def write_text(self, paragraphs, name="corpus.txt"):
         path = self.dir / name
@@ -61,12 +61,13 @@ class DataTest(parameterized.TestCase):
         path = self.write_text(self.paragraphs)
         args = PretrainDataArguments(train_files=[path])
         cache = str(self.dir / "cache")
-        first = corpus.tokenize_documents(corpus.load_raw_corpus(args, cache)["train"], self.tokenizer, "text")
+        first = corpus.tokenize_documents(corpus.load_raw_corpus(args.corpus_spec(7, cache))["train"], self.tokenizer,
+                                          "text")
         cache_file = first.cache_files[0]["filename"]
         mtime = os.stat(cache_file).st_mtime_ns
         # A fresh tokenizer object, as in a second process: same fingerprint, so the cache is reused.
         fresh = T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
-        second = corpus.tokenize_documents(corpus.load_raw_corpus(args, cache)["train"], fresh, "text")
+        second = corpus.tokenize_documents(corpus.load_raw_corpus(args.corpus_spec(7, cache))["train"], fresh, "text")
         self.assertEqual(second.cache_files[0]["filename"], cache_file)
         self.assertEqual(os.stat(cache_file).st_mtime_ns, mtime)
         self.assertEqual(second["input_ids"], first["input_ids"])
@@ -84,8 +85,8 @@ class DataTest(parameterized.TestCase):
         args = PretrainDataArguments(train_files=[self.write_text(docs * 40)], streaming=streaming,
                                      validation_files=[self.write_text(docs * 40, "v.txt")],
                                      document_separator=separator)
-        train, _, _ = corpus.build_pretraining_datasets(args, self.tokenizer, 32, self.training_args,
-                                                     str(self.dir / "cache"))
+        train, _, _ = corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / "cache")),
+                                                        self.tokenizer, 32)
         words = [self.tokenizer(doc, add_special_tokens=False)["input_ids"] for doc in docs]
         # eos: each document ends with EOS (HF's run_t5_mlm_flax.py); none: joined directly (T5's C4 task).
         eos = [self.tokenizer.eos_token_id] if separator == "eos" else []
@@ -104,15 +105,15 @@ class DataTest(parameterized.TestCase):
         else:
             frame.to_csv(path, index=False, sep="\t" if suffix == ".tsv" else ",")
         args = PretrainDataArguments(train_files=[str(path)], text_column="body")
-        raw = corpus.load_raw_corpus(args, str(self.dir / "cache"))["train"]
+        raw = corpus.load_raw_corpus(args.corpus_spec(7, str(self.dir / "cache")))["train"]
         tokenized = corpus.tokenize_documents(raw, self.tokenizer, "body")
         self.assertEqual(tokenized["input_ids"], self.tokenized_ids(paragraphs))
 
     @parameterized.named_parameters(("paragraph", "paragraph", 3), ("line", "line", 5), ("document", "document", 1))
     def test_sample_by_splits_text_files(self, sample_by, expected_documents):
         path = self.write_text(["one line\ntwo line", "three", "four\nfive"])
-        raw = corpus.load_raw_corpus(PretrainDataArguments(train_files=[path], sample_by=sample_by),
-                                   str(self.dir / "cache"))["train"]
+        args = PretrainDataArguments(train_files=[path], sample_by=sample_by)
+        raw = corpus.load_raw_corpus(args.corpus_spec(7, str(self.dir / "cache")))["train"]
         self.assertLen([t for t in raw["text"] if t.strip()], expected_documents)
 
     def test_missing_text_column_lists_the_columns(self):
@@ -121,7 +122,7 @@ class DataTest(parameterized.TestCase):
         args = PretrainDataArguments(train_files=[str(path)])
         with self.assertRaisesRegex(UsageError, "--text_column 'text' is not a column of --train_files "
                                                 ".*c.jsonl; columns: body"):
-            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+            corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / "c")), self.tokenizer, WINDOW)
 
     @parameterized.named_parameters(("jsonl", ".jsonl", False), ("parquet", ".parquet", False),
                                     ("jsonl_streamed", ".jsonl", True))
@@ -134,7 +135,7 @@ class DataTest(parameterized.TestCase):
         else:
             val_path.write_text("".join(json.dumps(row) + "\n" for row in frame.to_dict("records")))
         args = PretrainDataArguments(train_files=[train_path], validation_files=[str(val_path)], streaming=streaming)
-        raw = corpus.load_raw_corpus(args, str(self.dir / "cache"))
+        raw = corpus.load_raw_corpus(args.corpus_spec(7, str(self.dir / "cache")))
         self.assertEqual([row["text"].strip() for row in raw["train"]], ["Anne Elliot.", "Captain Wentworth."])
         self.assertEqual([row["text"] for row in raw["validation"]], ["Lady Russell.", "Sir Walter.", "Mary."])
 
@@ -154,8 +155,8 @@ class DataTest(parameterized.TestCase):
             with self.subTest(streaming=streaming):
                 args = PretrainDataArguments(train_files=[str(path)], streaming=streaming, max_eval_samples=1)
                 with self.assertRaisesRegex(UsageError, message) as caught:
-                    corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
-                                                    str(self.dir / f"cache{streaming}"))
+                    corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / f"cache{streaming}")),
+                                                      self.tokenizer, WINDOW)
                 self.assertIn(f"--train_files {path}", str(caught.exception))
                 self.assertNotIn("\n", str(caught.exception))
 
@@ -168,12 +169,12 @@ class DataTest(parameterized.TestCase):
         files = [*good, str(latin1)]  # the bad one is fourth: a message naming "the first three" would miss it
         args = PretrainDataArguments(train_files=files, streaming=streaming, max_eval_samples=2)
         with self.assertRaisesRegex(UsageError, f"^--train_files {latin1}: not utf-8 text .byte 3.; pass --encoding"):
-            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
-                                              str(self.dir / f"cache{streaming}"))
+            corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / f"cache{streaming}")),
+                                              self.tokenizer, WINDOW)
         args = PretrainDataArguments(train_files=[str(latin1)], encoding="latin-1", streaming=streaming,
                                      max_eval_samples=2)
-        train, _, _ = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
-                                                      str(self.dir / f"latin{streaming}"))
+        train, _, _ = corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / f"latin{streaming}")),
+                                                        self.tokenizer, WINDOW)
         text = " ".join(self.tokenizer.decode(row["input_ids"]) for row, _ in zip(train, range(200)))
         self.assertIn("Café au lait", text)
 
@@ -185,8 +186,8 @@ class DataTest(parameterized.TestCase):
             with self.subTest(streaming=streaming):
                 args = PretrainDataArguments(train_files=[path], streaming=streaming, max_eval_samples=1)
                 with self.assertRaisesRegex(UsageError, message):
-                    corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args,
-                                                    str(self.dir / f"cache{streaming}"))
+                    corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / f"cache{streaming}")),
+                                                      self.tokenizer, WINDOW)
 
     def test_unreadable_validation_file_is_named(self):
         train_path = self.write_text(self.paragraphs[:20], "train.txt")
@@ -194,7 +195,7 @@ class DataTest(parameterized.TestCase):
         val_path.write_text('{"text": \n')
         args = PretrainDataArguments(train_files=[train_path], validation_files=[str(val_path)])
         with self.assertRaisesRegex(UsageError, "--validation_files .*val.jsonl: cannot be read"):
-            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+            corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / "c")), self.tokenizer, WINDOW)
 
     def test_null_documents_are_dropped_like_blank_ones(self):
         docs = datasets.Dataset.from_dict({"text": [None, "", "  "]})
@@ -203,7 +204,7 @@ class DataTest(parameterized.TestCase):
         path.write_text('{"text": null}\n{"text": ""}\n')
         args = PretrainDataArguments(train_files=[str(path)])
         with self.assertRaisesRegex(UsageError, "--train_files .*c.jsonl: corpus has 0 tokens"):
-            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args, str(self.dir / "c"))
+            corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / "c")), self.tokenizer, WINDOW)
 
     def test_validation_split_of_a_single_document_is_refused(self):
         single = datasets.Dataset.from_dict({"text": ["Only one document."]})
@@ -213,7 +214,7 @@ class DataTest(parameterized.TestCase):
     def test_validation_split_holds_out_whole_documents(self):
         path = self.write_text(self.paragraphs)
         args = PretrainDataArguments(train_files=[path], validation_split_percentage=10)
-        raw = corpus.load_raw_corpus(args, str(self.dir / "cache"))["train"]
+        raw = corpus.load_raw_corpus(args.corpus_spec(7, str(self.dir / "cache")))["train"]
         train, validation = corpus.split_off_validation(raw, 10, seed=7)
         self.assertEqual(len(train) + len(validation), len(raw))
         self.assertEqual(len(validation), round(len(raw) * 0.1))
@@ -223,8 +224,8 @@ class DataTest(parameterized.TestCase):
         train_path = self.write_text(self.paragraphs[:300], "train.txt")
         val_path = self.write_text(self.paragraphs[300:], "val.txt")
         args = PretrainDataArguments(train_files=[train_path], validation_files=[val_path], max_eval_samples=5)
-        train, validation, counts = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW,
-                                                                      self.training_args, str(self.dir / "cache"))
+        train, validation, counts = corpus.build_pretraining_datasets(args.corpus_spec(7, str(self.dir / "cache")),
+                                                                      self.tokenizer, WINDOW)
         self.assertLen(validation, 5)
         self.assertGreater(len(train), 100)
         self.assertEqual(counts, {"train_documents": 300, "train_windows": len(train),
@@ -234,8 +235,7 @@ class DataTest(parameterized.TestCase):
     def test_streaming_without_validation_split_holds_out_first_windows(self):
         path = self.write_text(self.paragraphs)
         args = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=3)
-        train, validation, counts = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW,
-                                                                      self.training_args)
+        train, validation, counts = corpus.build_pretraining_datasets(args.corpus_spec(7), self.tokenizer, WINDOW)
         self.assertEqual(counts, {"train_documents": None, "train_windows": None, "validation_documents": None,
                                   "validation_windows": 3})
         held_out = np.asarray(validation["input_ids"])
@@ -244,14 +244,14 @@ class DataTest(parameterized.TestCase):
         self.assertNotIn(list(first_train), [list(w) for w in held_out])
         streaming_without_limit = PretrainDataArguments(train_files=[path], streaming=True)
         with self.assertRaisesRegex(UsageError, "--streaming without a validation split needs --max_eval_samples"):
-            corpus.build_pretraining_datasets(streaming_without_limit, self.tokenizer, WINDOW, self.training_args)
+            corpus.build_pretraining_datasets(streaming_without_limit.corpus_spec(7), self.tokenizer, WINDOW)
 
     def test_streaming_with_validation_files_streams_both(self):
         train_path = self.write_text(self.paragraphs[:300], "train.txt")
         val_path = self.write_text(self.paragraphs[300:], "val.txt")
         args = PretrainDataArguments(train_files=[train_path], validation_files=[val_path], streaming=True,
                                      max_eval_samples=5)
-        train, validation, _ = corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, self.training_args)
+        train, validation, _ = corpus.build_pretraining_datasets(args.corpus_spec(7), self.tokenizer, WINDOW)
         evaluation = list(validation)
         self.assertEqual([sorted(w) for w in evaluation], [["input_ids"]] * 5)  # no ids: never resumed
         val_ids = np.concatenate([np.asarray(ids) for ids in self.tokenized_ids(self.paragraphs[300:])])
@@ -265,11 +265,13 @@ class DataTest(parameterized.TestCase):
         path = self.write_text(self.paragraphs[:20])
         too_many = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=10_000)
         with self.assertRaisesRegex(UsageError, r"--max_eval_samples 10000: the stream has only \d+ windows"):
-            corpus.build_pretraining_datasets(too_many, self.tokenizer, WINDOW, self.training_args)
-        workers = T5TrainingArguments(output_dir=str(self.dir / "out"), use_cpu=True, dataloader_num_workers=2)
-        args = PretrainDataArguments(train_files=[path], streaming=True, max_eval_samples=2)
+            corpus.build_pretraining_datasets(too_many.corpus_spec(7), self.tokenizer, WINDOW)
         with self.assertRaisesRegex(UsageError, "--streaming needs --dataloader_num_workers 0"):
-            corpus.build_pretraining_datasets(args, self.tokenizer, WINDOW, workers)
+            parsing.parse_flags(PRETRAIN_FLAG_CLASSES, tiny_run_flags(
+                str(self.dir / "out"), path, streaming=True, max_eval_samples=2, dataloader_num_workers=2))
+        with self.assertRaisesRegex(UsageError, "--streaming needs --max_steps N"):
+            parsing.parse_flags(PRETRAIN_FLAG_CLASSES, tiny_run_flags(
+                str(self.dir / "out"), path, streaming=True, max_eval_samples=2, max_steps=-1))
 
 
 class DataFlagsTest(parameterized.TestCase):

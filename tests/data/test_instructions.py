@@ -2,7 +2,6 @@
 below, its source lines cited), with and without options, zero- and few-shot, in both formats; the keyed template
 and exemplar draws; FLAN's answers as label words, mapped back for metrics and leaderboard files; held-out tasks."""
 import re
-from types import SimpleNamespace
 
 import numpy as np
 from absl.testing import absltest, parameterized
@@ -10,7 +9,7 @@ from absl.testing import absltest, parameterized
 from metrics import compute_task_metrics, rank_label_words
 from t5kit.config import parsing
 from t5kit.config.finetune_arguments import FineTuneDataArguments
-from t5kit.config.programs import FINETUNE_FLAG_CLASSES
+from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
 from t5kit.data import instructions, task_splits
 from t5kit.data.flan_templates import PATTERNS
 from t5kit.data.task_format import get_task_vals
@@ -166,7 +165,7 @@ def hub_rows(name, folder, split="validation", limit=ROWS):
     # a folder in the official layout (../shared/data, or the fixtures), or one file (BoolQ's original release)
     path = folder if folder.startswith(str(REPO)) else str(require(folder))
     args = data_args(validation_file=path) if path.endswith(".jsonl") else data_args(data_dir=[path])
-    rows, columns, where, from_files = read_split(plan, args, None)
+    rows, columns, where, from_files = read_split(plan, args.task_data())
     return [row for _, row in convert_rows(plan, rows, columns, where, from_files)[0][:limit]]
 
 
@@ -226,9 +225,9 @@ class FlanTasksTest(parameterized.TestCase):
     def split(self, seed=0, role="eval", split="validation", task="rte", folder="glue/RTE", **overrides):
         folder = folder if folder.startswith(str(REPO)) else str(require(folder))
         args = data_args(**{"dataset_name": task, "data_dir": [folder], "instruction_templates": "flan", **overrides})
-        (task_vals,) = task_splits.resolve_run_tasks(args)
+        (task_vals,) = task_splits.resolve_run_tasks(args.task_selection())
         plan = task_splits.SplitPlan(task_vals, split, role, task)
-        return task_splits.build_task_split(plan, args, self.tokenizer, seed=seed)
+        return task_splits.build_task_split(plan, args.task_data(), self.tokenizer, seed=seed)
 
     def test_templates_are_drawn_per_example_by_seed_and_position(self):
         first = self.split(seed=1, max_eval_samples=40)
@@ -368,7 +367,7 @@ class FlanTasksTest(parameterized.TestCase):
     )
     def test_tasks_without_flan_templates_are_refused(self, overrides, message):
         with self.assertRaisesRegex(UsageError, message):
-            task_splits.resolve_run_tasks(data_args(instruction_templates="flan", **overrides))
+            task_splits.resolve_run_tasks(data_args(instruction_templates="flan", **overrides).task_selection())
 
     @parameterized.named_parameters(
         ("negative_few_shot", dict(instruction_templates="flan", few_shot=-1), "--few_shot=-1 must be >= 0"),
@@ -388,18 +387,21 @@ class FlanTasksTest(parameterized.TestCase):
     def test_held_out_tasks_are_evaluated_never_trained(self):
         args = data_args(dataset_name=None, tasks="glue/sst2,glue/mrpc", eval_tasks="glue/rte",
                          instruction_templates="flan", instruction_options=True)
-        tasks = task_splits.resolve_run_tasks(args)
-        plans = task_splits.plan_splits(tasks, args, SimpleNamespace(do_train=True, do_eval=True, do_predict=False))
+        tasks = task_splits.resolve_run_tasks(args.task_selection())
+        plans = task_splits.plan_splits(tasks, args.task_data(), do_train=True, do_eval=True, do_predict=False)
         self.assertEqual([(p.key, p.role) for p in plans if p.role == "train"], [("sst2", "train"), ("mrpc", "train")])
         self.assertIn(("rte", "eval"), [(p.key, p.role) for p in plans])
         self.assertTrue(all(t["instructions"]["options"] for t in tasks))
         (_, data_args_, training_args) = parsing.parse_flags(  # the example config says the same
             FINETUNE_FLAG_CLASSES, [str(REPO / "configs/flan/heldout_rte.yaml"), "--model_name_or_path", "x"])
-        config_plans = task_splits.plan_splits(task_splits.resolve_run_tasks(data_args_), data_args_, training_args)
+        config_plans = task_splits.plan_splits(task_splits.resolve_run_tasks(data_args_.task_selection()),
+                                               data_args_.task_data(), training_args.do_train, training_args.do_eval,
+                                               training_args.do_predict)
         self.assertEqual([(p.key, p.role) for p in config_plans], [(p.key, p.role) for p in plans])
         self.assertEqual((data_args_.label_scoring, data_args_.instruction_options), ("rank", True))
         with self.assertRaisesRegex(UsageError, "--tasks and --eval_tasks both name glue/rte"):
-            task_splits.resolve_run_tasks(data_args(dataset_name=None, tasks="glue/rte", eval_tasks="glue/rte"))
+            task_splits.resolve_run_tasks(data_args(dataset_name=None, tasks="glue/rte",
+                                                    eval_tasks="glue/rte").task_selection())
 
 
 

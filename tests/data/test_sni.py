@@ -6,7 +6,6 @@ import random
 import shutil
 import string
 from pathlib import Path
-from types import SimpleNamespace
 
 from absl.testing import absltest, parameterized
 
@@ -15,6 +14,7 @@ from t5kit.data import sni
 from t5kit.data.task_splits import SplitPlan
 from t5kit.errors import UsageError
 from t5kit.model import building
+from t5kit.specs import SNISpec, TaskDataSpec
 from tests.helpers import REPO, require
 
 FIXTURE = REPO / "tests" / "fixtures" / "natural_instructions"
@@ -34,7 +34,7 @@ def nanot5_sources(batch, tokenizer, max_source_length, add_task_name=False, add
         # add the input first.
         task_input += "Now complete the following example -\n"
         task_input += f"Input: {instance['Instance']['input'].strip()}"
-        if not task_input[-1] in string.punctuation:
+        if task_input[-1] not in string.punctuation:
             task_input += "."
         task_input += "\n"
         task_input += "Output: "
@@ -51,7 +51,7 @@ def nanot5_sources(batch, tokenizer, max_source_length, add_task_name=False, add
                 )
             else:
                 definition = "Definition: " + instance["Definition"].strip()
-            if not definition[-1] in string.punctuation:
+            if definition[-1] not in string.punctuation:
                 definition += "."
             definition += "\n\n"
 
@@ -62,18 +62,18 @@ def nanot5_sources(batch, tokenizer, max_source_length, add_task_name=False, add
         ):
             pos_example_str = f" Positive Example {idx+1} -\n"
             pos_example_str += f"Input: {pos_example['input'].strip()}"
-            if not pos_example_str[-1] in string.punctuation:
+            if pos_example_str[-1] not in string.punctuation:
                 pos_example_str += "."
             pos_example_str += "\n"
             pos_example_str += f" Output: {pos_example['output'].strip()}"
-            if not pos_example_str[-1] in string.punctuation:
+            if pos_example_str[-1] not in string.punctuation:
                 pos_example_str += "."
             pos_example_str += "\n"
             if add_explanation and "explanation" in pos_example:
                 pos_example_str += (
                     f" Explanation: {pos_example['explanation'].strip()}"
                 )
-                if not pos_example_str[-1] in string.punctuation:
+                if pos_example_str[-1] not in string.punctuation:
                     pos_example_str += "."
                 pos_example_str += "\n"
             pos_example_str += "\n"
@@ -99,18 +99,18 @@ def nanot5_sources(batch, tokenizer, max_source_length, add_task_name=False, add
         ):
             neg_example_str = f" Negative Example {idx+1} -\n"
             neg_example_str += f"Input: {neg_example['input'].strip()}"
-            if not neg_example_str[-1] in string.punctuation:
+            if neg_example_str[-1] not in string.punctuation:
                 neg_example_str += "."
             neg_example_str += "\n"
             neg_example_str += f" Output: {neg_example['output'].strip()}"
-            if not neg_example_str[-1] in string.punctuation:
+            if neg_example_str[-1] not in string.punctuation:
                 neg_example_str += "."
             neg_example_str += "\n"
             if add_explanation and "explanation" in neg_example:
                 neg_example_str += (
                     f" Explanation: {neg_example['explanation'].strip()}"
                 )
-                if not neg_example_str[-1] in string.punctuation:
+                if neg_example_str[-1] not in string.punctuation:
                     neg_example_str += "."
                 neg_example_str += "\n"
             neg_example_str += "\n"
@@ -169,13 +169,12 @@ def nanot5_examples(task_name):
 
 
 def sni_flags(data_dir=FIXTURE, max_source_length=1024, **overrides):
-    """The data flags read_sni_split reads: SNIArguments' defaults, a checkout, --max_source_length."""
-    flags = SimpleNamespace(**vars(SNIArguments()), data_dir=[str(data_dir)] if data_dir else None,
-                            max_source_length=max_source_length,
-                            train_file=None, validation_file=None, test_file=None)
-    for name, value in overrides.items():
-        setattr(flags, name, value)
-    return flags
+    """The data spec read_sni_split reads: the --sni_* defaults (SNISpec), a checkout, --max_source_length; sni_*
+    overrides set the SNI settings, the others the spec's own fields."""
+    sni_settings = {name.removeprefix("sni_"): value for name, value in overrides.items() if name.startswith("sni_")}
+    others = {name: value for name, value in overrides.items() if not name.startswith("sni_")}
+    return TaskDataSpec(data_dir=(str(data_dir),) if data_dir else (), max_source_length=max_source_length,
+                        sni=SNISpec(**sni_settings), **others)
 
 
 def plan(split):
@@ -205,7 +204,7 @@ class TkInstructFormatTest(parameterized.TestCase):
             expected = nanot5_sources(batch, self.tokenizer, max_source_length, **settings)
             task = sni.load_task(FIXTURE / "tasks" / f"{task_name}.json")
             ours = [sni.tk_instruct_input(task, task_name, example["Instance"], self.tokenizer, max_source_length,
-                                          flags)[0] for example in batch]
+                                          flags.sni)[0] for example in batch]
             self.assertEqual(ours, expected, task_name)
 
     def test_default_input_of_a_real_instance(self):
@@ -213,7 +212,7 @@ class TkInstructFormatTest(parameterized.TestCase):
         instance; a definition without final punctuation gets a period."""
         task = sni.load_task(FIXTURE / "tasks" / "task1146_country_capital.json")
         text, cut = sni.tk_instruct_input(task, "task1146_country_capital", task["Instances"][0], self.tokenizer,
-                                          1024, sni_flags())
+                                          1024, sni_flags().sni)
         self.assertFalse(cut)
         self.assertEqual(text, (
             "Definition: In this task, you are given a country name and you need to return the capital city of the "

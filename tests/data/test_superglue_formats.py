@@ -8,7 +8,6 @@ import csv
 import json
 import logging
 from pathlib import Path
-from types import SimpleNamespace
 
 from absl.testing import absltest, parameterized
 
@@ -104,7 +103,7 @@ class FixtureSplitTest(parameterized.TestCase):
 
     def build(self, task, split, role, args=None, benchmark="super_glue"):
         plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, role, task)
-        return task_splits.build_task_split(plan, args or data_args(), self.tokenizer)
+        return task_splits.build_task_split(plan, (args or data_args()).task_data(), self.tokenizer)
 
     @parameterized.named_parameters(
         # (task, split, role, rows read, examples, first input, first targets)
@@ -175,7 +174,7 @@ class OfficialWscTest(parameterized.TestCase):
     def build(self, split, role):
         plan = task_splits.SplitPlan(get_task_vals("super_glue", "wsc"), split, role, "wsc")
         args = data_args(dataset_name="wsc", data_dir=[str(require("superglue/WSC"))])
-        return task_splits.build_task_split(plan, args, self.tokenizer)
+        return task_splits.build_task_split(plan, args.task_data(), self.tokenizer)
 
     @parameterized.named_parameters(
         # (split, role, rows, examples): training keeps the rows whose candidate is the referent (T5's
@@ -246,7 +245,7 @@ class OfficialAxgTest(parameterized.TestCase):
     def build(self, **flags):
         plan = task_splits.SplitPlan(get_task_vals("super_glue", "axg"), "test", "predict", "axg")
         args = data_args(**{"dataset_name": "axg", "data_dir": [str(require("superglue/AX-g"))], **flags})
-        return task_splits.build_task_split(plan, args, self.tokenizer)
+        return task_splits.build_task_split(plan, args.task_data(), self.tokenizer)
 
     def hub_shaped_file(self, rows):
         path = Path(self.create_tempdir().full_path) / "axg.jsonl"
@@ -331,7 +330,7 @@ class MalformedRowTest(parameterized.TestCase):
         folder, good = self.broken_copy(task, break_row)
         plan = task_splits.SplitPlan(get_task_vals("super_glue", task), "validation", "eval", task)
         with self.assertLogs("t5kit.data.task_sources", logging.WARNING) as logs:
-            split = task_splits.build_task_split(plan, data_args(data_dir=[str(folder)]), self.tokenizer)
+            split = task_splits.build_task_split(plan, data_args(data_dir=[str(folder)]).task_data(), self.tokenizer)
         self.assertEqual((split.stats["rows"], split.stats["malformed"]), (good + 1, 1))
         self.assertIn(f"dropped 1 malformed row(s) of {good + 1}", logs.output[0])
         self.assertIn(f"line(s) {good + 1}", logs.output[0])
@@ -342,7 +341,7 @@ class MalformedRowTest(parameterized.TestCase):
         plan = task_splits.SplitPlan(get_task_vals("super_glue", "record"), "validation", "eval", "record")
         with self.assertRaisesRegex(UsageError, r"ReCoRD/val.jsonl: the validation split of super_glue/record has no "
                                                 r"usable rows \(1 read, 1 malformed"):
-            task_splits.build_task_split(plan, data_args(data_dir=[str(folder)]), self.tokenizer)
+            task_splits.build_task_split(plan, data_args(data_dir=[str(folder)]).task_data(), self.tokenizer)
 
 
 class WnliAsWscTest(parameterized.TestCase):
@@ -382,8 +381,8 @@ class DiagnosticPlanTest(parameterized.TestCase):
 
     def test_mixture_predicts_the_diagnostic_beside_its_source_task(self):
         args = FineTuneDataArguments(tasks="super_glue/rte,super_glue/axb,super_glue/axg")
-        plans = task_splits.plan_splits(task_splits.resolve_tasks(args), args,
-                                      SimpleNamespace(do_train=True, do_eval=True, do_predict=True))
+        plans = task_splits.plan_splits(task_splits.resolve_tasks(args.task_selection()), args.task_data(),
+                                        do_train=True, do_eval=True, do_predict=True)
         self.assertEqual([(p.role, p.key) for p in plans], [
             ("train", "rte"), ("eval", "rte"), ("predict", "rte"), ("predict", "axb"), ("predict", "axg")])
 
@@ -399,20 +398,21 @@ class DiagnosticPlanTest(parameterized.TestCase):
     def test_diagnostic_alone_is_refused_for_training_or_with_nothing_to_do(self, flags, run, message):
         args = FineTuneDataArguments(**flags)
         with self.assertRaisesRegex(UsageError, message):
-            task_splits.plan_splits(task_splits.resolve_tasks(args), args,
-                                  SimpleNamespace(**{"do_train": False, "do_eval": True, "do_predict": True, **run}))
+            task_splits.plan_splits(task_splits.resolve_tasks(args.task_selection()), args.task_data(),
+                                    **{"do_train": False, "do_eval": True, "do_predict": True, **run})
 
     def test_diagnostic_alone_is_predicted_without_evaluation(self):
         args = FineTuneDataArguments(dataset_name="axb", benchmark="super_glue")
-        plans = task_splits.plan_splits(task_splits.resolve_tasks(args), args,
-                                      SimpleNamespace(do_train=False, do_eval=True, do_predict=True))
+        plans = task_splits.plan_splits(task_splits.resolve_tasks(args.task_selection()), args.task_data(),
+                                        do_train=False, do_eval=True, do_predict=True)
         self.assertEqual([(p.role, p.split) for p in plans], [("predict", "test")])
 
     def test_wnli_format_switches_the_task_to_wnli_simple(self):
-        (task,) = task_splits.resolve_tasks(FineTuneDataArguments(dataset_name="wnli", wnli_format="wsc_simple"))
+        selection = FineTuneDataArguments(dataset_name="wnli", wnli_format="wsc_simple").task_selection()
+        (task,) = task_splits.resolve_tasks(selection)
         self.assertEqual((task["name"], task["row_format"], task["task_type"], task["t5_task"]),
                          ("glue/wnli", "wnli_simple", "referent", "glue_wnli_v002_simple_eval"))
-        (plain,) = task_splits.resolve_tasks(FineTuneDataArguments(dataset_name="wnli"))
+        (plain,) = task_splits.resolve_tasks(FineTuneDataArguments(dataset_name="wnli").task_selection())
         self.assertEqual(plain["t5_task"], "glue_wnli_v002")
 
 

@@ -2,7 +2,6 @@
 the length-bucket sampler: tests/train/test_task_trainer.py.)"""
 import json
 import logging
-from types import SimpleNamespace
 
 from absl.testing import absltest, parameterized
 
@@ -22,7 +21,7 @@ def data_args(**overrides):
 
 
 def run_args(do_train=True, do_eval=True, do_predict=False):
-    return SimpleNamespace(do_train=do_train, do_eval=do_eval, do_predict=do_predict)
+    return dict(do_train=do_train, do_eval=do_eval, do_predict=do_predict)
 
 
 class TaskDataTest(parameterized.TestCase):
@@ -38,7 +37,7 @@ class TaskDataTest(parameterized.TestCase):
 
     def build(self, args, task="rte", split="validation", role="eval", benchmark="glue"):
         plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, role, task)
-        return task_splits.build_task_split(plan, args, self.tokenizer)
+        return task_splits.build_task_split(plan, args.task_data(), self.tokenizer)
 
     @parameterized.named_parameters(
         ("rte", "rte", "RTE", 277), ("sst2", "sst2", "SST-2", 872), ("cola_no_header", "cola", "CoLA", 1043),
@@ -101,8 +100,8 @@ class TaskDataTest(parameterized.TestCase):
 class PlanAndTasksTest(parameterized.TestCase):
 
     def test_mnli_evaluates_matched_and_mismatched(self):
-        tasks = task_splits.resolve_tasks(data_args(dataset_name="mnli"))
-        plans = task_splits.plan_splits(tasks, data_args(dataset_name="mnli"), run_args(do_predict=True))
+        tasks = task_splits.resolve_tasks(data_args(dataset_name="mnli").task_selection())
+        plans = task_splits.plan_splits(tasks, data_args(dataset_name="mnli").task_data(), **run_args(do_predict=True))
         self.assertEqual([(p.role, p.split, p.key) for p in plans], [
             ("train", "train", "mnli"), ("eval", "validation_matched", "mnli_matched"),
             ("eval", "validation_mismatched", "mnli_mismatched"), ("predict", "test_matched", "mnli_matched"),
@@ -110,7 +109,8 @@ class PlanAndTasksTest(parameterized.TestCase):
 
     def test_same_task_name_in_two_benchmarks_gets_qualified_keys(self):
         args = data_args(dataset_name=None, tasks="glue/rte,super_glue/rte")
-        plans = task_splits.plan_splits(task_splits.resolve_tasks(args), args, run_args(do_train=False))
+        plans = task_splits.plan_splits(task_splits.resolve_tasks(args.task_selection()), args.task_data(),
+                                        **run_args(do_train=False))
         self.assertEqual([p.key for p in plans], ["glue_rte", "super_glue_rte"])
 
     def test_custom_task_from_yaml_text(self):
@@ -120,7 +120,7 @@ class PlanAndTasksTest(parameterized.TestCase):
         with open(path, "w") as handle:
             handle.write('{"text": "x", "mood": 1}\n')
         (task,) = task_splits.resolve_tasks(data_args(dataset_name="mood", custom_task=spec, train_file=path,
-                                                         validation_file=path))
+                                                         validation_file=path).task_selection())
         self.assertEqual((task["name"], task["metric_to_optimize"], task["labels"]), ("custom/mood", "accuracy",
                                                                                       {0: "sad", 1: "happy"}))
 

@@ -12,7 +12,7 @@ import constants
 from data_collator import DataCollatorForT5SpanCorruption, count_noise
 from t5kit.config import parsing
 from t5kit.config.pretrain_arguments import ObjectiveArguments, check_denoisers
-from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
+from t5kit.config.script_flags import PRETRAIN_FLAG_CLASSES
 from t5kit.data import ul2
 from t5kit.errors import UsageError
 from t5kit.model import building

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer, GPT2Config, T5ForConditionalGeneration
 from metrics import glue_average
 from t5kit.config import parsing
 from t5kit.config.arguments import ModelArguments
-from t5kit.config.programs import FINETUNE_FLAG_CLASSES
+from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
 from t5kit.data import task_splits
 from t5kit.errors import UsageError
 from t5kit.model import building, t5_flex_attention
@@ -241,14 +241,14 @@ class ConfigFilesTest(parameterized.TestCase):
     def test_glue_config_names_its_task(self, path):
         (_, data_args, training_args) = parsing.parse_flags(
             FINETUNE_FLAG_CLASSES, [str(path), "--model_name_or_path", "google-t5/t5-small"])
-        (task,) = task_splits.resolve_tasks(data_args)
+        (task,) = task_splits.resolve_tasks(data_args.task_selection())
         self.assertEqual(task["name"], f"glue/{path.stem}")
         self.assertEqual((training_args.learning_rate, training_args.output_dir), (1e-3, f"runs/glue/{path.stem}"))
 
     def test_sst2_recipe_config_fine_tunes_the_recipe_model_as_the_benchmark_does(self):
         (model_args, data_args, training_args) = parsing.parse_flags(
             FINETUNE_FLAG_CLASSES, [str(REPO / "configs/finetune_sst2_recipe.yaml")])
-        (task,) = task_splits.resolve_tasks(data_args)
+        (task,) = task_splits.resolve_tasks(data_args.task_selection())
         self.assertEqual((task["name"], model_args.model_name_or_path), ("glue/sst2", "runs/bench_quality/pretrain"))
         self.assertEqual((training_args.max_steps, training_args.learning_rate, training_args.seed), (300, 1e-3, 1))
 

@@ -11,9 +11,9 @@ import yaml
 from absl.testing import absltest, parameterized
 
 from t5kit.config import parsing
-from t5kit.config.programs import FINETUNE_FLAG_CLASSES
+from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
 from t5kit.data import task_splits
-from t5kit.train import task_setup
+from t5kit.train import best_model_metric
 from tests.helpers import REPO, fine_tune, tiny_flags
 
 FIXTURE = REPO / "tests" / "fixtures" / "natural_instructions"
@@ -85,10 +85,11 @@ class NanoT5ConfigTest(absltest.TestCase):
         flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, [str(REPO / "configs/sni/ft_nanot5.yaml"),
                                                             "--data_dir", str(FIXTURE)])
         model_args, data_args, training_args = flags
-        tasks = task_splits.resolve_tasks(data_args)
-        plans = task_splits.plan_splits(tasks, data_args, training_args)
+        tasks = task_splits.resolve_tasks(data_args.task_selection())
+        plans = task_splits.plan_splits(tasks, data_args.task_data(), training_args.do_train, training_args.do_eval,
+                                        training_args.do_predict)
         self.assertEqual([(plan.role, plan.split) for plan in plans], [("train", "train"), ("eval", "test")])
-        self.assertEqual(task_setup.choose_best_model_metric(training_args, plans), "rougeL")
+        self.assertEqual(best_model_metric.choose_best_model_metric(training_args, plans), "rougeL")
         self.assertEqual(model_args.model_name_or_path, "google/t5-v1_1-base")
         self.assertEqual((data_args.max_source_length, data_args.max_target_length, data_args.sni_num_pos_examples,
                           data_args.sni_max_num_instances_per_task), (1024, 128, 2, 100))

@@ -17,7 +17,7 @@ from absl.testing import absltest, parameterized
 from optuna.trial import TrialState
 
 from t5kit.config import parsing
-from t5kit.config.programs import PRETRAIN_FLAG_CLASSES
+from t5kit.config.script_flags import PRETRAIN_FLAG_CLASSES
 from t5kit.errors import UsageError
 from t5kit.sweep import storage as sweep_storage
 from tests.helpers import REPO, require, run_sweep, snapshot

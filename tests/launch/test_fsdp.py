@@ -34,7 +34,6 @@ STEPS = 4
 # refusal of FSDP on CPU, which exists because of that gate, switched off.
 CHILD = """
 import importlib, sys
-sys.path.insert(0, {repo!r})
 import accelerate.state
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
 from t5kit import cli

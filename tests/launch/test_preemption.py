@@ -8,6 +8,7 @@ import sys
 import pytest
 from absl.testing import absltest, parameterized
 
+from t5kit.outputs import run_folder
 from t5kit.train import checkpointing
 from tests.helpers import REPO, OneThreadTestCase
 
@@ -33,9 +34,9 @@ class PreemptionSignalTest(OneThreadTestCase):
         self.assertEqual(process.wait(timeout=300), 0, "".join(lines[-30:]))
         log = "".join(lines)
         self.assertIn(f"received {name}: saving checkpoint-", log)
-        checkpoints = checkpointing.list_checkpoints(out)
+        checkpoints = run_folder.list_checkpoints(out)
         self.assertLen(checkpoints, 1)
-        self.assertLess(checkpointing.checkpoint_step(checkpoints[0]), 500)
+        self.assertLess(run_folder.checkpoint_step(checkpoints[0]), 500)
         self.assertIsNone(checkpointing.find_problem(checkpoints[0]))
         self.assertFalse((out / "model.safetensors").exists())  # stopped, not finished: no final model
 
@@ -75,7 +76,7 @@ class PreemptionSignalTest(OneThreadTestCase):
         self.assertIn("requeueing job 4242", "".join(lines))
         self.assertEqual(requeues.read_text(), "requeue 4242\n")
         self.assertFalse((self.dir / ".t5-preempted-4242").exists())  # the marker is the script's to remove
-        [stopped] = checkpointing.list_checkpoints(out)
+        [stopped] = run_folder.list_checkpoints(out)
 
         requeued = batch_job(*training, restart=1)
         log = requeued.communicate(timeout=300)[0]

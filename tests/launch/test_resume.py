@@ -10,6 +10,7 @@ import pytest
 from absl.testing import absltest
 from safetensors.torch import load_file
 
+from t5kit.outputs import run_folder
 from t5kit.train import checkpointing
 from tests.helpers import REPO, TinyRunTestCase, tiny_flags, tiny_run_flags
 
@@ -21,7 +22,6 @@ MAX_STEPS = 12
 # at the moment named by KILL_AT=where:step. SIGKILL cannot be caught, so nothing gets to clean up.
 CHILD = """
 import os, signal, sys
-sys.path.insert(0, {repo!r})
 import importlib, transformers
 from t5kit import cli
 from t5kit.train import checkpointing, nonfinite_guard
@@ -95,7 +95,7 @@ class ResumeAfterKillTest(TinyRunTestCase):
             self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")
         # Rotation (--save_total_limit 2) kept the newest and the one this run resumed from; nothing half-written
         # remains as checkpoint-N.
-        names = [p.name for p in checkpointing.list_checkpoints(killed)]
+        names = [p.name for p in run_folder.list_checkpoints(killed)]
         self.assertEqual(names, ["checkpoint-8", "checkpoint-12"])  # 8: resumed from, kept
         self.assertEqual([n for n in names if checkpointing.find_problem(killed / n)], [])
 

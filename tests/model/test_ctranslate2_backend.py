@@ -9,14 +9,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
-import torch
 import pytest
+import torch
 from absl.testing import absltest, parameterized
 
 from t5kit.data import predict_inputs, task_format
 from t5kit.errors import UsageError
-from t5kit.model import building, ctranslate2_backend, inference
-from t5kit.outputs import export_record, hub_upload, model_card
+from t5kit.model import building, ctranslate2_backend, ctranslate2_export, inference
+from t5kit.outputs import hub_upload, model_card
 from tests.helpers import entry_main, predict, predict_flags, require, save_tiny_t5, snapshot
 
 GLUE_DEV_TASKS = ("cola", "sst2", "mrpc", "stsb", "qnli", "rte", "wnli")  # the dev sets ../shared/data holds
@@ -206,9 +206,9 @@ class ExportTest(parameterized.TestCase):
     def test_export_folder_record_and_card(self):
         folder = export(["--model_name_or_path", self.model])
         self.assertEqual(folder, self.dir / "run" / "ctranslate2")
-        record = json.loads((folder / export_record.RECORD_FILE).read_text())
-        self.assertEqual(record["source_weights_sha256"], export_record.weights_sha256(self.model))
-        self.assertEqual(record["export_sha256"], export_record.export_sha256(folder))
+        record = json.loads((folder / ctranslate2_export.RECORD_FILE).read_text())
+        self.assertEqual(record["source_weights_sha256"], ctranslate2_export.weights_sha256(self.model))
+        self.assertEqual(record["export_sha256"], ctranslate2_export.export_sha256(folder))
         self.assertEqual((record["quantization"], record["probe"]["identical"], record["probe"]["examples"]),
                          ("float32", 8, 8))
         self.assertTrue({"model.bin", "tokenizer.json", "README.md"} <= {p.name for p in folder.iterdir()})
@@ -217,20 +217,21 @@ class ExportTest(parameterized.TestCase):
         self.assertIn(model_card.EXPORT_HEADING, card)
         self.assertIn("--backend ctranslate2", card)
         self.assertTrue(card.startswith("# a run\n\n## How to use\n\ntext\n"))
-        export(["--model_name_or_path", self.model, "--overwrite", "true"])  # replaced, the section not doubled
+        # replaced, the section not doubled
+        export(["--model_name_or_path", self.model, "--overwrite_output_dir", "true"])
         self.assertEqual((self.dir / "run" / "README.md").read_text().count(model_card.EXPORT_HEADING), 1)
 
     def test_existing_export_is_refused_without_overwrite(self):
         export(["--model_name_or_path", self.model])
         before = snapshot(self.dir)
-        with self.assertRaisesRegex(UsageError, "ctranslate2 exists; pass --overwrite true"):
+        with self.assertRaisesRegex(UsageError, "ctranslate2 exists; pass --overwrite_output_dir true"):
             export(["--model_name_or_path", self.model])
         self.assertEqual(snapshot(self.dir), before)
 
     def test_int8_export_reports_agreement(self):
         folder = export(["--model_name_or_path", self.model, "--quantization", "int8", "--output_dir",
                          str(self.dir / "int8")])
-        probe = json.loads((folder / export_record.RECORD_FILE).read_text())["probe"]
+        probe = json.loads((folder / ctranslate2_export.RECORD_FILE).read_text())["probe"]
         self.assertEqual(probe["examples"], 8)
         self.assertBetween(probe["identical"], 0, 8)
         self.assertLen(probe["differing"], min(5, 8 - probe["identical"]))
@@ -252,14 +253,14 @@ class ExportTest(parameterized.TestCase):
         with torch.no_grad():
             model.lm_head.weight.mul_(-1.0)  # other weights: the export no longer matches them
         model.save_pretrained(self.model)
-        self.assertIsNone(export_record.usable_export(self.model, "default"))
+        self.assertIsNone(ctranslate2_export.usable_export(self.model, "default"))
         torch_rows = self.predict_rows("torch", "torch.jsonl")
         with mock.patch.object(ctranslate2_backend, "convert", wraps=ctranslate2_backend.convert) as convert:
             ct2_rows = self.predict_rows("ctranslate2", "ct2.jsonl")
         convert.assert_called_once()  # converted afresh into a temporary folder
         self.assertEqual(ct2_rows, torch_rows)
         with self.assertRaisesRegex(UsageError, "ctranslate2 is stale: .* now holds other weights"):
-            export_record.check_export(self.dir / "run" / "ctranslate2")
+            ctranslate2_export.check_export(self.dir / "run" / "ctranslate2")
 
     def test_rank_scoring_through_the_predictor(self):
         rows = self.dir / "pairs.jsonl"
@@ -293,6 +294,6 @@ class ExportTest(parameterized.TestCase):
         with mock.patch.dict(os.environ, {"HF_TOKEN": ""}), \
                 self.assertRaisesRegex(UsageError, "HF_TOKEN is not set, so nothing was uploaded to me/t5; the export "
                                                    "is saved in"):
-            export(["--model_name_or_path", self.model, "--overwrite", "true", "--push_to_hub", "true",
+            export(["--model_name_or_path", self.model, "--overwrite_output_dir", "true", "--push_to_hub", "true",
                     "--hub_model_id", "me/t5"])
         self.assertTrue((folder / "model.bin").is_file())

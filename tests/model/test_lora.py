@@ -75,18 +75,21 @@ class LoraModuleTest(parameterized.TestCase):
         ("empty_targets", dict(peft="lora", lora_target_modules=","), "--lora_target_modules names no module"),
         ("peft_choice", dict(peft="qlora"), "--peft='qlora' is not a valid choice; did you mean 'lora'?"))
     def test_bad_lora_flags(self, flags, message):
-        from t5kit.config.programs import FINETUNE_FLAG_CLASSES
+        from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
 
         with self.assertRaisesRegex(UsageError, message):
             parsing.parse_flags(FINETUNE_FLAG_CLASSES, tiny_flags("/tmp/unused", **flags))
 
     def test_target_modules_from_yaml_list_and_comma_string(self):
-        from t5kit.config.programs import FINETUNE_FLAG_CLASSES
+        from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
 
         config = self.create_tempfile("c.yaml", "peft: lora\nlora_target_modules: [q, k, v]\n").full_path
-        from_yaml = parsing.parse_flags(FINETUNE_FLAG_CLASSES, [config, *tiny_flags("/tmp/unused")])[2]
+        base = "google-t5/t5-small"  # LoRA adapts an existing model (nothing is loaded here)
+        from_yaml = parsing.parse_flags(FINETUNE_FLAG_CLASSES, [config, *tiny_flags("/tmp/unused",
+                                                                                    model_name_or_path=base)])[2]
         from_flag = parsing.parse_flags(FINETUNE_FLAG_CLASSES, tiny_flags("/tmp/unused", peft="lora",
-                                                                           lora_target_modules="q,k,v"))[2]
+                                                                           lora_target_modules="q,k,v",
+                                                                           model_name_or_path=base))[2]
         self.assertEqual(from_yaml.lora_target_modules, ["q", "k", "v"])
         self.assertEqual(from_flag.lora_target_modules, ["q", "k", "v"])
 

@@ -6,9 +6,19 @@ import torch
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
+from t5kit.config import parsing
+from t5kit.config.script_flags import PRETRAIN_FLAG_CLASSES
 from t5kit.errors import UsageError
-from t5kit.model.word_vectors import check_flags, cooccurrence, init_embeddings_from_windows, ppmi_vectors
-from tests.helpers import TinyRunTestCase, pre_train, tiny_run_flags
+from t5kit.model.word_vectors import cooccurrence, init_embeddings_from_windows, ppmi_vectors
+from tests.helpers import TinyRunTestCase, pre_train, require, tiny_run_flags
+
+
+def check_flags(init, model, streaming):
+    """pre_train_t5.py's flags parsed with --init_embeddings init (config/pretrain_arguments.check_init_embeddings
+    runs with the other cross-group checks)."""
+    parsing.parse_flags(PRETRAIN_FLAG_CLASSES, tiny_run_flags(
+        "/tmp/unused", str(require("gutenberg/austen-persuasion.txt")), init_embeddings=init,
+        model_name_or_path=model, streaming=streaming))
 
 
 def cosine(vectors, a, b):

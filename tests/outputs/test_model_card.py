@@ -16,7 +16,9 @@ from absl.testing import absltest, parameterized
 from huggingface_hub import ModelCard
 from markdown_it import MarkdownIt
 
+from t5kit.data import objectives
 from t5kit.outputs import pretraining_card
+from t5kit.specs import ObjectiveSpec
 from tests.helpers import fine_tune, pre_train, require, tiny_flags, tiny_run_flags
 
 FINE_TUNE_SECTIONS = ["Results", "Model", "Data", "Objective", "Training", "Training results", "How to use",
@@ -31,7 +33,7 @@ def run_snippet(code):
     """Runs a card's usage snippet as a user would paste it; returns what it printed."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, "<model card>", "exec"), {})  # noqa: S102 - our own generated snippet
+        exec(compile(code, "<model card>", "exec"), {})  # our own generated snippet
     return printed.getvalue()
 
 
@@ -138,9 +140,10 @@ class ObjectiveTextTest(parameterized.TestCase):
 
     @parameterized.parameters(("word_vectors", True), ("random", False))
     def test_word_vector_embeddings_are_said(self, init, said):
-        record = {"objective": "span_corruption", "noise_density": 0.5, "mean_noise_span_length": 3.0,
-                  "init_embeddings": init, "derived": {"input_length": 64, "target_length": 70, "tokens_length": 120}}
-        text = pretraining_card.objective_text(record)
+        record = {"objective": "span_corruption", "init_embeddings": init}
+        objective = objectives.build(ObjectiveSpec("span_corruption", input_length=64, noise_density=0.5,
+                                                   mean_noise_span_length=3.0))
+        text = pretraining_card.objective_text(record, objective)
         self.assertIn("50% of them in noise spans of mean length 3.0", text)
         self.assertEqual("started from word vectors counted from the training corpus" in text, said)
 

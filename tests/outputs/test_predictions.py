@@ -68,7 +68,7 @@ class LeaderboardFileTest(parameterized.TestCase):
         args = FineTuneDataArguments(dataset_name=task, benchmark=benchmark, data_dir=[str(folder)],
                                      max_predict_samples=3 if folder != FIXTURES else None, **flags)
         plan = task_splits.SplitPlan(task_vals, task_vals["test_splits"][0], "predict", task)
-        return task_splits.build_task_split(plan, args, self.tokenizer)
+        return task_splits.build_task_split(plan, args.task_data(), self.tokenizer)
 
     def test_every_superglue_task_has_its_server_file(self):
         self.assertCountEqual(SUPERGLUE_CASES, DATASET_VALS["super_glue"])
@@ -108,7 +108,7 @@ class LeaderboardFileTest(parameterized.TestCase):
         task_vals = get_task_vals("super_glue", task)
         plan = task_splits.SplitPlan(task_vals, split_name, "eval", task)
         split = task_splits.build_task_split(plan, FineTuneDataArguments(
-            dataset_name=task, benchmark="super_glue", data_dir=[str(FIXTURES)]), self.tokenizer)
+            dataset_name=task, benchmark="super_glue", data_dir=[str(FIXTURES)]).task_data(), self.tokenizer)
         self.assertEqual([row["correct"] for row in predictions.prediction_rows(split, texts)], expected)
 
     def test_other_benchmarks_have_none(self):

@@ -26,7 +26,6 @@ from tests.helpers import REPO, OneThreadTestCase, entry_main, snapshot, tiny_fl
 # also forks a child that outlives it (as a DataLoader worker could). It prints "held <child pid or 0>".
 HOLDER = """
 import os, sys, time
-sys.path.insert(0, {repo!r})
 from t5kit.outputs import run_lock
 run_lock.take(sys.argv[1])
 child = os.fork() if sys.argv[2:] == ["fork"] else 0

@@ -8,7 +8,7 @@ import yaml
 from absl.testing import absltest, parameterized
 
 from t5kit.config import parsing
-from t5kit.config.programs import FINETUNE_FLAG_CLASSES, PRETRAIN_FLAG_CLASSES
+from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES, PRETRAIN_FLAG_CLASSES
 from t5kit.outputs import run_record
 from t5kit.train.callbacks import WandbConfigCallback
 from tests.helpers import require, tiny_flags, tiny_run_flags
@@ -35,11 +35,12 @@ class RunRecordTest(parameterized.TestCase):
 
     def test_the_fine_tuning_record_holds_the_metric_chosen_from_the_task(self):
         from t5kit.data import task_splits
-        from t5kit.train import task_setup
+        from t5kit.train import best_model_metric
 
         flags = parsing.parse_flags(FINETUNE_FLAG_CLASSES, tiny_flags(f"{self.dir}/ft"))
-        plans = task_splits.plan_splits(task_splits.resolve_tasks(flags[1]), flags[1], flags[2])
-        task_setup.choose_best_model_metric(flags[2], plans)
+        plans = task_splits.plan_splits(task_splits.resolve_tasks(flags[1].task_selection()), flags[1].task_data(),
+                                        flags[2].do_train, flags[2].do_eval, flags[2].do_predict)
+        best_model_metric.choose_best_model_metric(flags[2], plans)
         record = run_record.flag_values(flags)
         self.assertEqual((record["metric_for_best_model"], record["greater_is_better"]), ("accuracy", True))
 
@@ -53,8 +54,8 @@ class RunRecordTest(parameterized.TestCase):
     def test_reloading_the_record_gives_the_same_record(self, overrides):
         record = run_record.flag_values(parsing.parse_flags(PRETRAIN_FLAG_CLASSES, self.pretrain_argv(**overrides)))
         derived = {"global_batch_size": 8, "versions": {"torch": "x"}}
-        path = run_record.write_run_record(self.dir, {**record, run_record.DERIVED_KEY: derived})
-        self.assertEqual(yaml.safe_load(path.read_text())[run_record.DERIVED_KEY], derived)
+        path = run_record.write_run_record(self.dir, {**record, parsing.DERIVED_KEY: derived})
+        self.assertEqual(yaml.safe_load(path.read_text())[parsing.DERIVED_KEY], derived)
         again = run_record.flag_values(parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [str(path)]))
         self.assertEqual(again, record)
 
@@ -69,7 +70,7 @@ class RunRecordTest(parameterized.TestCase):
         self.assertEqual(set(derived["versions"]), {"python", *run_record.VERSIONED_PACKAGES})
 
     def test_the_wandb_config_receives_the_record(self):
-        record = {"learning_rate": 0.1, run_record.DERIVED_KEY: {"global_batch_size": 8}}
+        record = {"learning_rate": 0.1, parsing.DERIVED_KEY: {"global_batch_size": 8}}
         run = SimpleNamespace(config=mock.Mock())
         with mock.patch.dict(sys.modules, {"wandb": SimpleNamespace(run=run)}):
             WandbConfigCallback(record).on_train_begin(None, SimpleNamespace(is_world_process_zero=True), None)

@@ -38,7 +38,7 @@ def read_task(task_vals, split, data_dir):
     plan = task_splits.SplitPlan(task_vals, split, split_role(task_vals, split), task_vals["name"])
     benchmark, task = task_vals["name"].split("/")
     args = FineTuneDataArguments(dataset_name=task, benchmark=benchmark, data_dir=[str(data_dir)])
-    raw, columns, where, from_files = task_sources.read_split(plan, args, None)
+    raw, columns, where, from_files = task_sources.read_split(plan, args.task_data())
     rows, malformed, _ = task_sources.convert_rows(plan, raw, columns, where, from_files)
     examples, unformatted, _ = task_splits.format_examples(plan, rows)
     return [row for _, row in rows], [example for _, example in examples], malformed, unformatted

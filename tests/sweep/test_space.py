@@ -10,7 +10,7 @@ import yaml
 from absl.testing import absltest, parameterized
 
 from t5kit.config import parsing
-from t5kit.config.programs import FINETUNE_FLAG_CLASSES
+from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
 from t5kit.errors import UsageError
 from t5kit.sweep import space as sweep_space
 from t5kit.sweep import study as sweep_study

@@ -14,6 +14,7 @@ from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
 from t5kit.errors import UsageError
+from t5kit.outputs import run_folder
 from t5kit.train import checkpointing, nonfinite_guard
 from tests.helpers import OneThreadTestCase, inf_gradient_at, nan_loss_at, pre_train, snapshot, tiny_run_flags
 
@@ -40,9 +41,9 @@ class BrokenCheckpointTest(OneThreadTestCase):
         shutil.copytree(self.template, self.out)
 
     def test_complete_checkpoints_have_a_manifest_and_nothing_is_left_staged(self):
-        self.assertEqual([p.name for p in checkpointing.list_checkpoints(self.out)],
+        self.assertEqual([p.name for p in run_folder.list_checkpoints(self.out)],
                          ["checkpoint-2", "checkpoint-4"])
-        for folder in checkpointing.list_checkpoints(self.out):
+        for folder in run_folder.list_checkpoints(self.out):
             self.assertIsNone(checkpointing.find_problem(folder))
             self.assertTrue((folder / "model.safetensors").is_file())
             self.assertEmpty(list(folder.glob("pytorch_model*.bin")))  # weights as safetensors only
@@ -75,7 +76,7 @@ class BrokenCheckpointTest(OneThreadTestCase):
         trainer = types.SimpleNamespace(args=types.SimpleNamespace(save_total_limit=2), resumed_from=resumed,
                                         state=types.SimpleNamespace(best_model_checkpoint=best))
         checkpointing.SafeCheckpointMixin.rotate(trainer, self.dir, self.dir / "checkpoint-10")
-        self.assertEqual([p.name for p in checkpointing.list_checkpoints(self.dir)],
+        self.assertEqual([p.name for p in run_folder.list_checkpoints(self.dir)],
                          ["checkpoint-4", "checkpoint-6", "checkpoint-10"])
 
 
@@ -105,7 +106,7 @@ class NonFiniteLossTest(OneThreadTestCase):
                 rf"non-finite {what} at step 3; training stopped {stopped}, the last good checkpoint is "
                 rf"{out / 'checkpoint-2'}"):
             pre_train(self.run_flags(out, max_steps=6, optim=optim))
-        self.assertEqual([p.name for p in checkpointing.list_checkpoints(out)], ["checkpoint-2"])
+        self.assertEqual([p.name for p in run_folder.list_checkpoints(out)], ["checkpoint-2"])
         self.assertIsNone(checkpointing.find_problem(out / "checkpoint-2"))
         self.assertFalse((out / "model.safetensors").exists())
 
@@ -122,7 +123,7 @@ class NonFiniteLossTest(OneThreadTestCase):
                 nonfinite_guard.NonFiniteLossError,
                 rf"non-finite loss \(nan\) at step {step}; training stopped {stopped}, {resume}\."):
             pre_train(self.run_flags(out, optim=optim, **flags))
-        self.assertEqual([p.name for p in checkpointing.list_checkpoints(out)], [last] if last else [])
+        self.assertEqual([p.name for p in run_folder.list_checkpoints(out)], [last] if last else [])
         self.assertFalse((out / "model.safetensors").exists())
 
     @parameterized.named_parameters(*FAULTS_AND_OPTIMIZERS)

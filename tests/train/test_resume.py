@@ -11,11 +11,12 @@ import types
 from pathlib import Path
 from unittest import mock
 
+import pytest
 import torch
 import transformers
-import pytest
 from absl.testing import absltest, parameterized
 
+from t5kit.outputs import run_folder
 from t5kit.train import checkpointing, resume
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
@@ -62,7 +63,7 @@ class FinishedRunTest(OneThreadTestCase):
         self.argv = [str(self.out) if arg == str(self.template) else arg for arg in self.argv]
 
     def test_auto_on_a_finished_run_exits_0_and_touches_nothing(self):
-        self.assertEqual(sorted(p.name for p in checkpointing.list_checkpoints(self.out)),
+        self.assertEqual(sorted(p.name for p in run_folder.list_checkpoints(self.out)),
                          ["checkpoint-10", "checkpoint-20"])
         before = snapshot_with_times(self.out)
         env = dict(os.environ, OMP_NUM_THREADS="1")

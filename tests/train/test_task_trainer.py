@@ -18,7 +18,8 @@ class LengthBucketTest(absltest.TestCase):
         self.assertEqual(inputs[batches[0]].max(), inputs.max())
         self.assertLen(batches[-1], 1000 % 32)
         # As little input padding as any batching can give: that of cutting the sorted lengths into batches.
-        padding = lambda lengths_per_batch: sum(len(b) * b.max() - b.sum() for b in lengths_per_batch)  # noqa: E731
+        def padding(lengths_per_batch):
+            return sum(len(b) * b.max() - b.sum() for b in lengths_per_batch)
         descending = np.sort(inputs)[::-1]
         self.assertEqual(padding([inputs[b] for b in batches]),
                          padding([descending[i:i + 32] for i in range(0, 1000, 32)]))

@@ -6,8 +6,8 @@ import math
 from unittest import mock
 
 import matplotlib.axes
-import torch
 import pytest
+import torch
 from absl.testing import absltest, parameterized
 from datasets import Dataset
 from transformers import T5Config, T5ForConditionalGeneration

@@ -3,11 +3,12 @@
 The mixins override private Seq2SeqTrainer methods (PRIVATE_HOOKS) and GroupedAdafactor calls one private
 Adafactor helper. A transformers release that renamed one would silently switch off atomic checkpoints or the
 non-finite guard, so requirements.txt bounds transformers above by the newest release the suite passed on,
-tests/train/test_seams.py checks that every hook still exists with the parameters we call it with, and a run on a
+tests/train/test_private_api.py checks that every hook still exists with the parameters we call it with, and a run on a
 version outside TESTED_VERSIONS logs a warning naming it. accelerate and deepspeed are used through their public
 API only: they get no upper bound, but a warning all the same, as the Trainer leans on both. One seam lies outside
 the Trainer: ctranslate2's TransformersConverter reads our saved models with transformers (export_t5.py), so
-requirements.txt bounds ctranslate2 below 5 and tests/model/test_ctranslate2_backend.py's ConverterSeamTest converts a tiny model.
+requirements.txt bounds ctranslate2 below 5 and tests/model/test_ctranslate2_backend.py's ConverterSeamTest
+converts a tiny model.
 """
 import importlib.metadata
 import logging
@@ -66,5 +67,5 @@ def warn_on_untested_versions(installed=None):
     for package, version, (low, high) in untested_versions(installed):
         tested = low if low == high else f"{low} to {high}"
         logger.warning("%s %s is installed, but this toolkit was tested with %s %s; its trainers override private "
-                       "transformers methods (t5kit/train/seams.py): run `make test`, or pip install '%s==%s'",
+                       "transformers methods (t5kit/train/private_api.py): run `make test`, or pip install '%s==%s'",
                        package, version, package, tested, package, high)

@@ -1,4 +1,4 @@
-"""Where our trainers hook into transformers' private API (t5kit/train/seams.py): every hook still exists on
+"""Where our trainers hook into transformers' private API (t5kit/train/private_api.py): every hook still exists on
 Seq2SeqTrainer with the parameters we use, every private override is listed, the mixin order is the one
 docs/architecture.md states, and a version outside the tested range is named in a warning."""
 import inspect
@@ -8,7 +8,7 @@ from absl.testing import absltest, parameterized
 from transformers import Seq2SeqTrainer
 from transformers.optimization import Adafactor
 
-from t5kit.train import seams
+from t5kit.train import private_api
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.pretrain_trainer import PretrainTrainer
@@ -32,16 +32,16 @@ def accepts(function, names):
 
 class PrivateHooksTest(parameterized.TestCase):
 
-    @parameterized.named_parameters((name, name, params) for name, params in seams.PRIVATE_HOOKS.items())
+    @parameterized.named_parameters((name, name, params) for name, params in private_api.PRIVATE_HOOKS.items())
     def test_the_hook_exists_with_the_parameters_we_use(self, name, params):
         self.assertTrue(hasattr(Seq2SeqTrainer, name), f"Seq2SeqTrainer.{name} is gone: our override is dead code")
         self.assertContainsSubset(params, parameter_names(getattr(Seq2SeqTrainer, name)))
         overriding = [cls for cls in OUR_CLASSES if name in vars(cls)]
-        self.assertNotEmpty(overriding, f"nothing of ours overrides {name}; drop it from seams.PRIVATE_HOOKS")
+        self.assertNotEmpty(overriding, f"nothing of ours overrides {name}; drop it from private_api.PRIVATE_HOOKS")
         for cls in overriding:
             self.assertTrue(accepts(vars(cls)[name], params), f"{cls.__name__}.{name}")
 
-    @parameterized.named_parameters((name, name, params) for name, params in seams.PRIVATE_CALLS.items())
+    @parameterized.named_parameters((name, name, params) for name, params in private_api.PRIVATE_CALLS.items())
     def test_the_private_methods_we_call_exist(self, name, params):
         self.assertTrue(hasattr(Seq2SeqTrainer, name), f"Seq2SeqTrainer.{name} is gone")
         self.assertEqual(parameter_names(getattr(Seq2SeqTrainer, name)), list(params))
@@ -51,18 +51,19 @@ class PrivateHooksTest(parameterized.TestCase):
             for name, member in vars(cls).items():
                 if name.startswith("_") and not name.startswith("__") and callable(member) \
                         and hasattr(Seq2SeqTrainer, name):
-                    self.assertIn(name, seams.PRIVATE_HOOKS, f"{cls.__name__}.{name} overrides a private method")
+                    self.assertIn(name, private_api.PRIVATE_HOOKS, f"{cls.__name__}.{name} overrides a private method")
 
-    @parameterized.named_parameters((name, name, params) for name, params in seams.PRIVATE_PARAMETERS.items())
+    @parameterized.named_parameters((name, name, params) for name, params in private_api.PRIVATE_PARAMETERS.items())
     def test_public_overrides_take_the_private_parameters_we_pass_on(self, name, params):
         self.assertContainsSubset(params, parameter_names(getattr(Seq2SeqTrainer, name)))
         overriding = [cls for cls in OUR_CLASSES if name in vars(cls)]
-        self.assertNotEmpty(overriding, f"nothing of ours overrides {name}; drop it from seams.PRIVATE_PARAMETERS")
+        self.assertNotEmpty(overriding,
+                            f"nothing of ours overrides {name}; drop it from private_api.PRIVATE_PARAMETERS")
         for cls in overriding:
             self.assertTrue(accepts(vars(cls)[name], params), f"{cls.__name__}.{name}")
 
     def test_the_adafactor_helper_exists_with_the_parameters_we_use(self):
-        for name, params in seams.ADAFACTOR_PRIVATE.items():
+        for name, params in private_api.ADAFACTOR_PRIVATE.items():
             self.assertEqual(parameter_names(getattr(Adafactor, name)), list(params))
 
 
@@ -82,20 +83,20 @@ class VersionRangeTest(parameterized.TestCase):
 
     def test_a_version_outside_the_tested_range_is_named(self):
         installed = {"transformers": "5.30.1", "accelerate": "1.15.0", "deepspeed": None}
-        self.assertEqual(seams.untested_versions(installed),
-                         [("transformers", "5.30.1", seams.TESTED_VERSIONS["transformers"])])
-        with self.assertLogs("t5kit.train.seams", "WARNING") as logs:
-            seams.warn_on_untested_versions(installed)
+        self.assertEqual(private_api.untested_versions(installed),
+                         [("transformers", "5.30.1", private_api.TESTED_VERSIONS["transformers"])])
+        with self.assertLogs("t5kit.train.private_api", "WARNING") as logs:
+            private_api.warn_on_untested_versions(installed)
         self.assertLen(logs.output, 1)
         self.assertRegex(logs.output[0], r"transformers 5\.30\.1 is installed, but this toolkit was tested with "
                                          r"transformers 5\.23\.0 to 5\.24\.0")
 
     def test_versions_inside_the_range_give_no_warning(self):
-        installed = {package: high for package, (_, high) in seams.TESTED_VERSIONS.items()}
-        self.assertEmpty(seams.untested_versions(installed))
+        installed = {package: high for package, (_, high) in private_api.TESTED_VERSIONS.items()}
+        self.assertEmpty(private_api.untested_versions(installed))
 
     def test_requirements_bound_transformers_by_the_newest_tested_release(self):
-        newest = seams.TESTED_VERSIONS["transformers"][1]
+        newest = private_api.TESTED_VERSIONS["transformers"][1]
         for name in ("requirements.txt", "conda_environment_slurm.yml"):
             self.assertRegex((REPO / name).read_text(), rf"transformers>=[\d.]+,<={re.escape(newest)}\b", name)
 

@@ -1,4 +1,4 @@
-"""outputs/out_log.py: OUTPUT_DIR/out.log holds what the run logged with rank and time, starts only once the run
+"""outputs/run_logging.py: OUTPUT_DIR/out.log holds what the run logged with rank and time, starts only once the run
 is accepted, appends after a marked boundary on resume, and never holds a secret."""
 import contextlib
 import io
@@ -12,7 +12,7 @@ import pytest
 from absl.testing import absltest, parameterized
 
 from t5kit import cli
-from t5kit.outputs import out_log
+from t5kit.outputs import run_logging
 from tests.helpers import OneThreadTestCase, pre_train
 
 FAKE_HF_TOKEN = "hf_FakeTokenForTestsOnly0123456789abcdef"
@@ -36,21 +36,21 @@ class MaskingTest(parameterized.TestCase):
         ("any_key_suffix", {"S3_ACCESS_KEY": "AKIAEXAMPLEKEY"}, "AKIAEXAMPLEKEY"),
         ("any_secret_suffix", {"DB_SECRET": "hunter2hunter2"}, "hunter2hunter2"))
     def test_values_of_secret_variables_are_masked(self, environ, secret):
-        secrets = out_log.secret_values(environ)
-        self.assertEqual(out_log.mask_secrets(f"token={secret}; next", secrets), "token=***; next")
+        secrets = run_logging.secret_values(environ)
+        self.assertEqual(run_logging.mask_secrets(f"token={secret}; next", secrets), "token=***; next")
 
     def test_token_shapes_are_masked_even_when_no_variable_holds_them(self):
         text = f"login {FAKE_HF_TOKEN} key {FAKE_WANDB_KEY} sha256 {'ab' * 32}"
-        self.assertEqual(out_log.mask_secrets(text, []), f"login *** key *** sha256 {'ab' * 32}")
+        self.assertEqual(run_logging.mask_secrets(text, []), f"login *** key *** sha256 {'ab' * 32}")
 
     def test_short_values_and_other_variables_are_not_secrets(self):
         environ = {"HF_TOKEN": "1", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5", "TOKENIZERS_PARALLELISM": "false",
                    "MY_KEY": "longenough-value"}
-        self.assertEqual(out_log.secret_values(environ), ["longenough-value"])
+        self.assertEqual(run_logging.secret_values(environ), ["longenough-value"])
 
     def test_the_formatter_masks_arguments_and_tracebacks(self):
         with mock.patch.dict(os.environ, {"HF_TOKEN": FAKE_HF_TOKEN.upper()}):
-            formatter = out_log.MaskingFormatter("%(message)s")
+            formatter = run_logging.MaskingFormatter("%(message)s")
         try:
             raise ValueError(f"bad token {FAKE_HF_TOKEN.upper()}")
         except ValueError:
@@ -72,7 +72,7 @@ class RunLogHandlerTest(parameterized.TestCase):
         self.logger.setLevel(logging.INFO)
 
     def attach(self, process_index=0):
-        handler = out_log.RunLogHandler(process_index)
+        handler = run_logging.RunLogHandler(process_index)
         self.logger.addHandler(handler)
         self.addCleanup(self.logger.removeHandler, handler)
         self.addCleanup(handler.close)
@@ -107,8 +107,8 @@ class RunLogHandlerTest(parameterized.TestCase):
             handle.write("an earlier run's line\n")
         for checkpoint, message in ((None, "fresh"), (f"{self.dir}/checkpoint-4", "resumed")):
             handler = self.attach()
-            with mock.patch.object(out_log, "current_handler", return_value=handler):
-                out_log.open_run_log(fake_args(self.dir), checkpoint=checkpoint)
+            with mock.patch.object(run_logging, "current_handler", return_value=handler):
+                run_logging.open_run_log(fake_args(self.dir), checkpoint=checkpoint)
             self.logger.info(message)
             self.logger.removeHandler(handler)
             handler.close()
@@ -123,7 +123,7 @@ class RunLogEndToEndTest(OneThreadTestCase):
     """A tiny pre-training run, then its resume: out.log in the run folder, a marked boundary, no secret in any
     file of the folder."""
 
-    def test_out_log_of_a_run_and_its_resume(self):
+    def test_run_logging_of_a_run_and_its_resume(self):
         out = self.dir / "run"
         secrets = {"HF_TOKEN": FAKE_HF_TOKEN, "WANDB_API_KEY": FAKE_WANDB_KEY, "MY_SERVICE_SECRET": "s3cr3t-value"}
         with mock.patch.dict(os.environ, secrets):
@@ -137,7 +137,7 @@ class RunLogEndToEndTest(OneThreadTestCase):
         for part in (first, lines[len(first) + 1:]):
             starts = [line for line in part if "process rank 0 of 1, device cpu" in line]
             self.assertLen(starts, 1)
-            self.assertEqual(LINE.match(starts[0]).group(1, 2, 3), ("0", "WARNING", "t5kit.outputs.log_setup"))
+            self.assertEqual(LINE.match(starts[0]).group(1, 2, 3), ("0", "WARNING", "t5kit.outputs.run_logging"))
         steps = [re.search(r"step (\d+)/(\d+): \{\"loss\"", line) for line in lines]
         self.assertEqual([m.group(1, 2) for m in steps if m], [("1", "4"), ("2", "4"), ("3", "4"), ("4", "4"),
                                                               ("5", "6"), ("6", "6")])

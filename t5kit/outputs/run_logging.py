@@ -1,8 +1,10 @@
-"""OUTPUT_DIR/out.log: everything the run logs, with rank and time, appended on resume, secrets masked.
+"""What a run logs and where: the console and OUTPUT_DIR/out.log (everything the run logs, with rank and time,
+appended on resume), per-process log levels, the start-up summary, secrets masked (tokens/s: train/callbacks.py).
 
-    handler = out_log.RunLogHandler(process_index)    # step 2 (log_setup.setup_logging): records held in memory
-    out_log.open_run_log(training_args, checkpoint)   # step 8, once every input has been checked
-    out_log.close_run_log()                           # the end of step 9
+    run_logging.setup_logging(training_args)               # step 2: console, and out.log's records held in memory
+    run_logging.open_run_log(training_args, checkpoint)    # step 8, once every input has been checked
+    run_logging.close_run_log()                            # the end of step 9
+    run_logging.setup_console_logging()                    # scripts without a run folder (predict_t5.py)
 
 - Rank 0 writes its INFO lines and above, every other rank its warnings and errors, all into the one file (each
   record is one append, so lines from several processes do not interleave on a local or parallel file system;
@@ -18,13 +20,18 @@
 import logging
 import os
 import re
+import sys
 import time
+
+import datasets
+import transformers
 
 from t5kit.outputs.run_folder import RUN_LOG_FILE
 
 # A log record with this attribute set goes to out.log only: the console has the same text already (cli.py's
 # `error:` line and traceback, HF's printed log lines: train/callbacks.py).
 RUN_LOG_ONLY = "run_log_only"
+logger = logging.getLogger(__name__)
 
 SECRET_ENV_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
 SECRET_ENV_SUFFIXES = ("_TOKEN", "_KEY", "_SECRET")
@@ -151,3 +158,47 @@ def open_run_log(training_args, checkpoint):
             else:
                 handler.open(path, "a")
     return path
+
+
+CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+CONSOLE_DATE_FORMAT = "%H:%M:%S"
+
+
+def console_handler():
+    """stdout, secrets masked, without the records meant for out.log alone."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(MaskingFormatter(CONSOLE_FORMAT, CONSOLE_DATE_FORMAT))
+    handler.addFilter(console_only)
+    return handler
+
+
+def setup_console_logging(level=logging.INFO):
+    """For commands that write no run folder (predict_t5.py): the console alone."""
+    logging.basicConfig(handlers=[console_handler()], level=level, force=True)
+    logging.captureWarnings(True)
+
+
+def setup_logging(training_args):
+    """One format for every module; replicas log warnings only, as HF examples do. out.log (py) collects
+    the same records, held in memory until step 8 opens the file."""
+    logging.basicConfig(handlers=[console_handler()], force=True)
+    attach(RunLogHandler(training_args.process_index))
+    logging.captureWarnings(True)  # warnings.warn from any library: into the log, and so into out.log
+    # HF's default log_level "passive" would leave the main process at WARNING and hide the start-up summary.
+    level = training_args.get_process_log_level()
+    if training_args.should_log and training_args.log_level == "passive":
+        level = logging.INFO
+    logging.getLogger().setLevel(level)
+    datasets.utils.logging.set_verbosity(level)
+    transformers.utils.logging.set_verbosity(level)
+    logger.warning("process rank %d of %d, device %s, bf16 %s, fp16 %s", training_args.process_index,
+                   training_args.world_size, training_args.device, training_args.bf16, training_args.fp16)
+
+
+def log_run_summary(record, derived):
+    """Start-up lines that let you trust a run: flags, model size, batch and tokens per optimizer step."""
+    logger.info("resolved flags: %s", record)
+    logger.info("parameters: %.2fM | global batch %d = %d per device x %d accumulation x %d processes | "
+                "%d tokens per optimizer step | %s", derived["parameters"] / 1e6, derived["global_batch_size"],
+                record["per_device_train_batch_size"], record["gradient_accumulation_steps"], derived["world_size"],
+                derived["tokens_per_optimizer_step"], derived["precision"])

@@ -1,4 +1,4 @@
-"""data/packed_stream.py + train/stream_resume.StreamPositionCollator: windows cut from a stream equal map-style
+"""data/window_stream.py + train/stream_resume.StreamPositionCollator: windows cut from a stream equal map-style
 packing, and a
 stream put at a recorded position continues exactly where the uninterrupted one did, without re-tokenising what
 came before."""
@@ -18,9 +18,9 @@ from transformers import T5TokenizerFast
 
 from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
 from t5kit.data import corpus
-from t5kit.data.packed_stream import PackedWindowStream
+from t5kit.data.window_stream import WindowStream
 from t5kit.train.stream_resume import StreamPositionCollator
-from tests.helpers import REPO, read_paragraphs, require
+from tests.helpers import read_paragraphs, require
 
 WINDOW = 61  # a prime, so windows start at varying offsets inside documents
 NUM_FILES = 8
@@ -45,7 +45,7 @@ class StreamTestCase(parameterized.TestCase):
         super().setUpClass()
         cls.tokenizer = T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
         paragraphs = read_paragraphs(require("gutenberg/austen-persuasion.txt"), 240)
-        cls.dir = Path(absltest.get_default_test_tmpdir()) / "packed_stream"
+        cls.dir = Path(absltest.get_default_test_tmpdir()) / "window_stream"
         cls.dir.mkdir(parents=True, exist_ok=True)
         # Several files: datasets shards a stream by file, and a resumed stream must not reopen finished ones.
         per_file = len(paragraphs) // NUM_FILES
@@ -58,10 +58,10 @@ class StreamTestCase(parameterized.TestCase):
     def stream(self, tokenizer=None, **kwargs):
         raw = datasets.load_dataset("text", data_files={"train": self.files}, split="train", streaming=True,
                                     sample_by="paragraph")
-        return PackedWindowStream(corpus.tokenize_documents(raw, tokenizer or self.tokenizer, "text"), WINDOW, **kwargs)
+        return WindowStream(corpus.tokenize_documents(raw, tokenizer or self.tokenizer, "text"), WINDOW, **kwargs)
 
 
-class PackedWindowStreamTest(StreamTestCase):
+class WindowStreamTest(StreamTestCase):
 
     def test_windows_equal_map_style_packing(self):
         raw = datasets.load_dataset("text", data_files={"train": self.files}, split="train", sample_by="paragraph",
@@ -83,7 +83,7 @@ class PackedWindowStreamTest(StreamTestCase):
         # Positions in the first file, deep in later files, the last window of epoch 0 and inside epoch 1.
         for window_id in (1, 7, per_epoch // 2, per_epoch - 1, per_epoch, per_epoch + 5):
             position = json.loads(json.dumps(stream.position(window_id)))  # as saved in a checkpoint
-            resumed = PackedWindowStream(self.stream().documents, WINDOW)
+            resumed = WindowStream(self.stream().documents, WINDOW)
             resumed.load_position(position)
             rest = list(resumed)
             if window_id < per_epoch:  # the resumed epoch ends; the next iteration is the following epoch
@@ -198,9 +198,8 @@ class ReadingAheadTest(StreamTestCase):
         must be stopped, closing its document stream, before that. The child's document stream notes its close."""
         closed = Path(self.create_tempdir().full_path) / "closed"
         child = textwrap.dedent(f"""
-            import itertools, sys
-            sys.path.insert(0, {str(REPO)!r})
-            from t5kit.data.packed_stream import PackedWindowStream
+            import itertools
+            from t5kit.data.window_stream import WindowStream
 
             class Documents:  # endless, as a streamed corpus seems to a run that stops at max_steps
                 def set_epoch(self, epoch): pass
@@ -212,7 +211,7 @@ class ReadingAheadTest(StreamTestCase):
                     finally:
                         open({str(closed)!r}, "w").close()
 
-            iterator = iter(PackedWindowStream(Documents(), 5, prefetch=4))
+            iterator = iter(WindowStream(Documents(), 5, prefetch=4))
             next(iterator)  # the thread has read ahead and waits for room; the program ends
             """)
         subprocess.run([sys.executable, "-c", child], check=True, timeout=60)

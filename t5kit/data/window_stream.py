@@ -1,9 +1,9 @@
 """Windows cut from a streamed corpus, resumable from a recorded position without re-reading what was consumed.
 
-    stream = PackedWindowStream(tokenized_documents, tokens_length)   # a datasets.IterableDataset of input_ids
+    stream = WindowStream(tokenized_documents, tokens_length)   # a datasets.IterableDataset of input_ids
     for window in stream: ...        # {"input_ids": (tokens_length,), "window_index": k, "stream_epoch": e}
     position = stream.position(k + 1)             # JSON-able: where window k + 1 starts
-    fresh = PackedWindowStream(tokenized_documents, tokens_length); fresh.load_position(position)
+    fresh = WindowStream(tokenized_documents, tokens_length); fresh.load_position(position)
     next(iter(fresh))                             # window k + 1, without reading windows 0..k again
 
 A map-style corpus is packed once (corpus.pack_windows) and resumed by index. A stream cannot be indexed, so windows
@@ -83,7 +83,7 @@ class Prefetcher:
                 if not self._put((item, None)):
                     return
             self._put((self._END, None))
-        except BaseException as error:  # noqa: B036 -- handed to the consumer, which raises it
+        except BaseException as error:  # handed to the consumer, which raises it
             self._put((self._END, error))
         finally:
             getattr(iterator, "close", lambda: None)()
@@ -108,7 +108,7 @@ def epoch_start(epoch, window):
     return {"epoch": epoch, "window": window, "documents": None, "offset": 0}
 
 
-class PackedWindowStream(torch.utils.data.IterableDataset):
+class WindowStream(torch.utils.data.IterableDataset):
     """Exact windows of `tokens_length` ids from a stream of tokenised documents, each with a resumable position.
 
     skip_windows: windows left out at the start of every epoch (held out for evaluation).
@@ -218,7 +218,7 @@ class PackedWindowStream(torch.utils.data.IterableDataset):
         """The documents; an error reading them is raised as explain_error turns it (naming the bad file)."""
         try:
             yield from self.documents
-        except Exception as err:  # noqa: BLE001 -- re-raised unless explain_error knows it
+        except Exception as err:  # re-raised unless explain_error knows it
             explained = self.explain_error(err) if self.explain_error is not None else None
             if explained is None:
                 raise

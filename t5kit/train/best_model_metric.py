@@ -1,5 +1,7 @@
-"""What fine-tuning settles in step 1, before any model or data is loaded: the flags checked against the tasks, and
-the metric that picks the best checkpoint (set here, before the run record is taken, and never changed after)."""
+"""The metric that picks fine-tuning's best checkpoint, settled in step 1 before any model or data is loaded: the
+task's metric_to_optimize (several splits: their average) or the one --metric_for_best_model names, checked against
+what evaluation reports; evaluation switched off when no task has a validation split. Set before the run record
+is taken, and never changed after."""
 import logging
 
 from transformers.trainer_utils import IntervalStrategy
@@ -11,33 +13,6 @@ from t5kit.train.task_trainer import AVERAGE_KEY
 logger = logging.getLogger(__name__)
 
 SPLIT_METRICS = ("loss", "invalid_count", "invalid_rate")  # reported for every split besides the task's metrics
-
-
-def check_model_to_evaluate(model_args, training_args):
-    """Evaluating without training needs a trained model: a random --model_size init would score chance."""
-    if not training_args.do_train and model_args.model_name_or_path is None:
-        raise UsageError("--do_train false evaluates an existing model: pass --model_name_or_path (a folder or hub "
-                         "name), or drop --do_train false to fine-tune first")
-
-
-def check_peft_base_model(model_args, training_args):
-    """LoRA adapts an existing model: adapters on a random init would train a frozen random network."""
-    if training_args.peft and model_args.model_name_or_path is None:
-        raise UsageError(f"--peft {training_args.peft} adapts an existing model: pass --model_name_or_path (a "
-                         "folder or hub name), or drop --peft for full fine-tuning")
-
-
-def check_label_scoring(data_args, tasks):
-    """Rank scoring needs label words: refused when no task has them, noted when only some do."""
-    if data_args.label_scoring != "rank":
-        return
-    without = [t["name"] for t in tasks if t["task_type"] != "classification" or t.get("row_options")]
-    if len(without) == len(tasks):
-        raise UsageError(f"--label_scoring rank scores label words, and {without[0]} is a {tasks[0]['task_type']} "
-                         "task without them; use --label_scoring generate")
-    if without:
-        logger.info("--label_scoring rank applies to classification tasks; %s are evaluated by generation",
-                    ", ".join(without))
 
 
 def reported_metrics(plans) -> list:
