@@ -16,6 +16,10 @@ QUICKSTART_DATA := data/quickstart
 DATA_DIR ?= data
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false
 FAST_LANE := not (launch or kill or sweep_agent or train_class or slow)
+# One pytest-xdist worker per core (tests/conftest.py gives each one thread); a test class stays on one worker, so
+# its setUpClass runs once. TEST_WORKERS=0 runs the suite in this one process.
+TEST_WORKERS ?= auto
+PYTEST := $(OFFLINE) $(PY) -m pytest tests -q -n $(TEST_WORKERS) --dist loadscope
 
 .PHONY: lint test test-fast quickstart bench bench-quality data
 
@@ -32,10 +36,10 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 
 test: $(VENV)/.installed
-	$(OFFLINE) $(PY) -m pytest tests -q
+	$(PYTEST)
 
 test-fast: $(VENV)/.installed
-	$(OFFLINE) $(PY) -m pytest tests -q -m "$(FAST_LANE)"
+	$(PYTEST) -m "$(FAST_LANE)"
 
 # Every step is idempotent: the corpus and tokenizer are built once, the run folder is replaced each time.
 quickstart: $(VENV)/.installed
