@@ -333,3 +333,8 @@ WNLI_FORMATS = ("glue", "wsc_simple")
 # --instruction_templates: T5's own format (none), or FLAN's templates (t5kit/data/instructions.py) as they are
 # (flan) or inside FLAN v1's dialog markers (flan_dialog).
 INSTRUCTION_FORMATS = ("none", "flan", "flan_dialog")
+# --sni_metric: how Super-NaturalInstructions predictions are scored (metrics.score_sni). official: the benchmark's
+# evaluation (allenai/natural-instructions eval/automatic/evaluation.py: the best over an instance's outputs); nanot5:
+# what nanoT5 reports (PiotrNawrot/nanoT5 train_utils.predict: one drawn output, evaluate's rouge), which its
+# published Rouge-L figures are.
+SNI_METRICS = ("official", "nanot5")

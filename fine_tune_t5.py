@@ -22,7 +22,7 @@ from transformers import set_seed
 from t5kit import cli
 from t5kit.config import parsing
 from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
-from t5kit.data import task_splits
+from t5kit.data import task_scoring, task_splits
 from t5kit.data.task_mixture import build_train_dataset
 from t5kit.model import building, lora, packed_training
 from t5kit.optim import param_groups
@@ -34,6 +34,7 @@ from t5kit.outputs import (
     run_lock,
     run_logging,
     run_record,
+    wandb_server,
 )
 from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
@@ -77,7 +78,8 @@ def main(argv=None):
     run_logging.setup_logging(training_args)
     private_api.warn_on_untested_versions()
     hub_upload.warn_if_no_token(training_args)
-    task_splits.check_label_scoring(data_args.label_scoring, tasks)
+    wandb_server.check_before_run(training_args.report_to)  # W&B online: its server answers, in seconds
+    task_scoring.check_label_scoring(data_args.label_scoring, tasks)
     if best_metric and training_args.metric_for_best_model_from_task:
         logger.info("--metric_for_best_model defaults to %s (%s)", best_metric,
                     "the average over splits" if best_metric == AVERAGE_KEY else "the task's metric_to_optimize")
@@ -94,7 +96,8 @@ def main(argv=None):
     # 5. Tokenizer, model (load_pretrained_t5 refuses a folder that is not an encoder-decoder); --peft lora wraps
     # it in adapters, after it is sized to the tokenizer and before the optimizer sees its parameters.
     tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu,
-                                                         activation_dtype=training_args.activation_dtype)
+                                                         activation_dtype=training_args.activation_dtype,
+                                                         fp16=training_args.fp16)
     if training_args.peft:
         model = lora.apply_lora(model, training_args.lora_r, training_args.lora_alpha, training_args.lora_dropout,
                                 training_args.lora_target_modules)
@@ -123,7 +126,8 @@ def main(argv=None):
         task_splits.mean_tokens_per_example(splits["train"] or splits["eval"] or splits["predict"]))
     derived = run_record.derived_values(training_args, tokens_per_example, building.count_parameters(model),
                                         model.config.dropout_rate,
-                                        trainable_parameters=lora.trainable_parameters(model), **packing.derived())
+                                        trainable_parameters=lora.trainable_parameters(model), **packing.derived(),
+                                        evaluation=task_scoring.evaluation_by_split(data_args.label_scoring, plans))
     run_logging.log_run_summary(record, derived)
 
     # 7. Collator: each batch padded to its own longest row (dynamic padding; labels padded with -100).
@@ -186,6 +190,9 @@ def write_run_outputs(trainer, data_args, splits, evaluation, prediction, result
         "per_task_metrics": evaluation["per_task"],
         "metric_for_best_model": best_metric,
         "best_metric": trainer.state.best_metric, "best_model_checkpoint": trainer.state.best_model_checkpoint,
+        # how each split was predicted and scored: label_scoring (--label_scoring's rule), SNI's --sni_metric
+        "evaluation": task_scoring.evaluation_by_split(data_args.label_scoring,
+                                                       [split.plan for split in splits["eval"] + splits["predict"]]),
         "data": {**{f"{split.key}/{split.plan.split}": split.stats for role in splits.values() for split in role},
                  **({TRAIN_BATCHES_KEY: padding_report.data_counts(results)} if trainer.args.do_train else {})},
         "log_history": trainer.state.log_history,

@@ -10,16 +10,14 @@ Conventions (the same for every task, written to metrics.json):
   invalid prediction to the opposite of its reference, as T5's `f1_score_with_invalid` does, because a -1 would
   otherwise count as a correct negative; multi-class F1 (CB) averages over the real classes only, so -1 is a
   miss for the reference's class (T5 `mean_multiclass_f1`).
-- Regression (STS-B): a generation that does not parse as a finite float is invalid and scored as -1.0 (T5
-  `postprocessors.string_to_float` default), below every real score. A correlation that is undefined (fewer
-  than 2 rows, or constant predictions, common early in training) is reported as 0.0 with a warning, so best-model
-  selection never compares NaN.
+- Regression (STS-B): a generation that is no finite float is invalid and scored as -1.0 (T5 `string_to_float`'s
+  default), below every real score. An undefined correlation (under 2 rows, or constant predictions, common early
+  in training) is 0.0 with a warning, so best-model selection never compares NaN.
 - Generation tasks: an empty generation is counted as invalid and still scored (ROUGE/BLEU give it 0).
 - Classification and regression tasks with two metrics also report COMBINED_SCORE, their mean: the GLUE
   server's task score (HF run_glue.py's "combined_score"); so do MultiRC and ReCoRD, whose two numbers SuperGLUE
-  averages too. AX-g's COMBINED_SCORE (the mean of accuracy and gender_parity) is ours alone: T5 scores AX-g with
-  no metric (glue_utils: "axg": []) and the SuperGLUE leaderboard shows its two numbers side by side, averaging
-  neither into anything; it only gives AX-g's metric_to_optimize a single number.
+  averages too. AX-g's COMBINED_SCORE (accuracy and gender_parity) is ours alone (T5 gives AX-g no metric, the
+  leaderboard shows both numbers): it gives AX-g's metric_to_optimize one number.
 - SuperGLUE's own metrics (t5/evaluation/metrics.py, t5/data/postprocessors.py): MultiRC exact_match is
   `mean_group_metric(all_match)` over questions and its f1 `multirc_f1_over_all_answers` (F1a, the binary f1
   here); ReCoRD is `deduplicate_metric(squad)`: one prediction per query, exact match and token F1 after SQuAD's
@@ -41,7 +39,8 @@ import scipy.stats
 import sklearn.metrics
 from rouge_score import rouge_scorer
 
-from constants import COMBINED_SCORE
+from constants import COMBINED_SCORE, SNI_METRICS
+from t5kit.data.sni import nanot5_text
 from t5kit.data.task_format import combines_metrics, normalize_text
 
 logger = logging.getLogger(__name__)
@@ -279,8 +278,22 @@ def sni_average(scores) -> dict:
             "rougeL": round(PERCENT * sum(rouge_l for _, rouge_l in scores) / len(scores), SNI_DECIMALS)}
 
 
+# --sni_metric nanot5: nanoT5's figure (train_utils.py predict, transcribed in data/sni.py): evaluate's rouge as nanoT5
+# calls it (use_stemmer=True, use_aggregator=False), i.e. this scorer per (reference, prediction), then the plain mean.
+NANOT5_ROUGE = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer=True, tokenizer=None)
+
+
+def nanot5_rouge_l(predictions, meta) -> float:
+    scores = [NANOT5_ROUGE.score(row["nanot5_reference"], nanot5_text(text))["rougeL"].fmeasure
+              for text, row in zip(predictions, meta)]
+    return sum(scores) * 100 / len(scores)  # unrounded, as nanoT5 logs it
+
+
 def score_sni(task_vals, predictions, references, meta):
-    """Overall, per-category and per-task SNI metrics of a split; references come from meta (all outputs)."""
+    """SNI metrics of a split (references in meta) by --sni_metric: official, or nanot5 (its Rouge-L alone)."""
+    invalid = sum(not normalize_text(text) for text in predictions)  # empty generations
+    if task_vals.get("sni_metric", SNI_METRICS[0]) == "nanot5":
+        return {"rougeL": nanot5_rouge_l(predictions, meta)}, invalid
     scores = [(sni_exact_match(prediction, row["references"]), sni_rouge_l(prediction, row["references"]))
               for prediction, row in zip(predictions, meta)]  # each instance scored once, then grouped
     results = sni_average(scores)
@@ -289,7 +302,7 @@ def score_sni(task_vals, predictions, references, meta):
         for group in dict.fromkeys(groups):
             average = sni_average([score for score, name in zip(scores, groups) if name == group])
             results.update({f"{metric}_for_{group}": value for metric, value in average.items()})
-    return results, sum(not normalize_text(text) for text in predictions)
+    return results, invalid
 
 
 # postprocessors.wsc_simple ignores case and these words when it compares a prediction with the referent.

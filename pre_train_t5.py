@@ -25,6 +25,7 @@ from t5kit.outputs import (
     run_lock,
     run_logging,
     run_record,
+    wandb_server,
 )
 from t5kit.outputs.atomic_files import write_json
 from t5kit.outputs.loss_plot import plot_loss_curve
@@ -64,6 +65,7 @@ def main(argv=None):
     run_logging.setup_logging(training_args)
     private_api.warn_on_untested_versions()
     hub_upload.warn_if_no_token(training_args)
+    wandb_server.check_before_run(training_args.report_to)  # W&B online: its server answers, in seconds
 
     # 3. Output dir: the folder's lock (outputs/run_lock.py), then the point to resume from (checkpoint, stream
     # position, skip count), found once: refuse to clobber a previous run before spending any time; a finished one is
@@ -75,9 +77,9 @@ def main(argv=None):
     # 4. Seed, before the model is built so that it controls the initialisation.
     set_seed(training_args.seed)
 
-    # 5. Tokenizer, model
+    # 5. Tokenizer, model (model/precision.py: what it computes in under --bf16, --activation_dtype, --fp16)
     tokenizer, model = building.load_tokenizer_and_model(model_args, training_args.use_cpu, objective.mode_tokens,
-                                                         training_args.activation_dtype)
+                                                         training_args.activation_dtype, training_args.fp16)
     resume.check_checkpoint_fits(resume_point.checkpoint, model)
     packing.prepare_model(model)  # packed rows need T5's attention (eager, sdpa, t5_flex): LongT5 cannot take them
     optimizer = param_groups.create_optimizer(model, training_args)  # None: Trainer builds its default

@@ -47,7 +47,7 @@ def main(argv=None):
     #    --backend's predictor (model/predictors.py): torch's generate, or a CTranslate2 Translator on a fresh
     #    export, an export folder, or a conversion made now.
     predictor = predictors.load(args.backend, args.model_name_or_path, args.tokenizer_name_or_path,
-                                predictors.PredictorSettings(use_cpu=args.use_cpu, bf16=args.bf16,
+                                predictors.PredictorSettings(use_cpu=args.use_cpu, bf16=args.bf16, fp16=args.fp16,
                                                              compute_type=args.compute_type, threads=args.threads))
     tokenizer = predictor.tokenizer
 

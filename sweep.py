@@ -7,7 +7,8 @@
 Each trial runs the sweep's `command` (W&B macros expanded) with `--output_dir=OUTPUT_DIR/trials/trial_NNNN`.
 --trials N is the study's total (complete + pruned + failed, over every agent): start the same command again,
 or on other nodes against one storage, and they share the work. Trials of a dead agent are marked FAIL
-(t5kit/sweep/storage.py). A failing trial is recorded FAIL with its stderr tail and the sweep goes on.
+(t5kit/sweep/storage.py). A failing trial is recorded FAIL with its stderr tail and the sweep goes on; the agent
+that finishes last writes the report, and exits 2 with the first failure's error line when no trial completed.
 """
 import argparse
 import logging
@@ -70,7 +71,14 @@ def main(argv=None):
                     sweep.metric, sweep.goal, study.study_name, sweep_storage.redact(storage_url), total)
         while (trial := sweep_study.next_trial(study, sweep, args, storage_url, total)) is not None:
             sweep_study.run_one(study, sweep, trial, base_configs, sweep_dir, args)
+        running = sweep_study.still_running(study, args, storage_url)
+        if running:
+            logger.info("trials %s still run in other agents: the last one to finish writes the report (or: python "
+                        "sweep.py %s --report)", ", ".join(map(str, running)), sweep.path)
+            return study
     sweep_report.write_report(study, sweep, base_configs, sweep_dir, sweep_study.list_flags(flag_classes))
+    if not args.report:  # no completed trial: one error line naming the first failure and its log
+        sweep_study.refuse_without_a_completed_trial(study, sweep_dir)
     return study
 
 

@@ -37,21 +37,22 @@ def environment(check):
             "bf16": torch.cuda.is_bf16_supported() if cuda else None, "python": sys.version.split()[0]}
 
 
-def throughput_argv(check, batch_size=None):
-    """bench/pretrain_throughput.py on the check's model and shape (t5-v1_1-base, bf16, input 512; --tiny: t5-tiny,
-    fp32, 64): the start of the throughput and profile sections' commands."""
+def throughput_argv(check, batch_size=None, dtype="bf16"):
+    """bench/pretrain_throughput.py on the check's model and shape (t5-v1_1-base, `dtype`, input 512; --tiny:
+    t5-tiny, fp32, 64): the start of the throughput and profile sections' commands."""
     tiny = check.args.tiny
     return [sys.executable, "bench/pretrain_throughput.py", "--device", check.args.device,
-            "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else "bf16",
+            "--model_size", "t5-tiny" if tiny else "t5-v1_1-base", "--dtype", "fp32" if tiny else dtype,
             "--batch_size", 2 if tiny else (batch_size or check.args.batch_size),
             "--input_length", 64 if tiny else 512]
 
 
-def throughput(compile_, attention, workers=0, batch_size=None, activation_dtype="float32"):
+def throughput(compile_, attention, workers=0, batch_size=None, activation_dtype="float32", dtype="bf16"):
     """bench/pretrain_throughput.py's two arms; workers: the Trainer's --dataloader_num_workers (0, pre_train_t5's
     default, collates each batch inside the timed step; the bare loop collates up front either way); batch_size:
     other than --batch_size (128: the nanoT5-budget recipes' per-device batch, whose step their hours project);
-    activation_dtype: bfloat16 runs the residual stream in bf16 (--activation_dtype), in both arms."""
+    activation_dtype: bfloat16 runs the residual stream in bf16 (--activation_dtype), in both arms; dtype: fp16 runs
+    both arms in fp16 autocast with loss scaling (--fp16, GPUs without bf16)."""
     def section(check):
         tiny = check.args.tiny
         if tiny and compile_:
@@ -60,9 +61,9 @@ def throughput(compile_, attention, workers=0, batch_size=None, activation_dtype
             raise SectionSkipped("--tiny: on a CPU t5_flex runs SDPA, the sdpa arm's kernels")
         name = (f"throughput_{'compiled' if compile_ else 'eager'}_{attention}{f'_workers{workers}' if workers else ''}"
                 f"{f'_batch{batch_size}' if batch_size else ''}"
-                f"{'_bf16_activations' if activation_dtype == 'bfloat16' else ''}")
+                f"{'_bf16_activations' if activation_dtype == 'bfloat16' else ''}{'_fp16' if dtype == 'fp16' else ''}")
         json_out = check.out / "logs" / f"{name}.json"
-        argv = [*throughput_argv(check, batch_size), "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10,
+        argv = [*throughput_argv(check, batch_size, dtype), "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10,
                 "--attn_implementation", attention, "--json_out", json_out, "--dataloader_num_workers", workers,
                 "--activation_dtype", activation_dtype, *(["--compile"] if compile_ else [])]
         check.command(json_out.stem, argv)
@@ -153,6 +154,24 @@ def bf16_correctness(check):
     return figures
 
 
+def fp16_correctness(check):
+    """--fp16 against fp32 (model/precision.py's fp32 feed-forward outputs, the loss scaler): t5-v1_1-small, the
+    gated v1.1 feed-forward whose outputs overflow fp16 unprotected, 200 steps (--tiny: t5-tiny, 20); every loss
+    finite and the curve within LOSS_TOLERANCE of fp32's."""
+    steps = 20 if check.args.tiny else 200
+    model = ["--model_size", "t5-tiny" if check.args.tiny else "t5-v1_1-small"]
+    curves, finite = {}, {}
+    for name, extra in (("fp32", ["--bf16", "false"]), ("fp16", ["--bf16", "false", "--fp16", "true"])):
+        folder = check.out / "runs" / f"fp16_{name}"
+        check.command(f"fp16_{name}", pretrain_command(check, folder, steps, [*model, *extra]))
+        curves[name] = logged_losses(folder)
+        finite[name] = all(value == value and abs(value) != float("inf") for value in curves[name])
+    gap = mean_gap(curves["fp16"], curves["fp32"])
+    return {"steps": steps, "tolerance": LOSS_TOLERANCE, "all_finite": finite["fp16"],
+            "final_loss": {name: curve[-1] for name, curve in curves.items()}, "mean_gap_to_fp32_last_50": gap,
+            "within_tolerance": gap <= LOSS_TOLERANCE}
+
+
 def ran_bf16(output_dir):
     """Whether the run in output_dir trained in bf16, as its config.yaml records the resolved flags."""
     import yaml
@@ -240,12 +259,18 @@ def inference(check):
 
 
 def quality(check):
+    """Quality at GPU scale in about 4 minutes: the CPU recipe (bench/quality.py: the books, WikiText-2 and the tasks'
+    training inputs; word-vector embeddings, then span corruption) at t5-small, input 128, batch 128, bf16,
+    compiled, 2,000 steps (about 150 s of the H100's measured throughput, 33 M tokens), then SST-2, MRPC and RTE
+    fine-tuned from the three starts of one shape (pre-trained, word vectors alone, random init), one seed, the 9
+    runs at once. The data travels with the tree: $T5_DATA_DIR (bench/gpu_check.sh)."""
     if check.args.tiny:
         raise SectionSkipped("--tiny: bench/quality.py's arms need minutes even at GPU speed")
     argv = [sys.executable, "bench/quality.py", "--work_dir", check.out / "runs" / "quality", "--task_adaptive",
-            "--tasks", "sst2", "--seeds", 1, 2, "--parallel", 6,  # the 6 runs (3 arms x 2 seeds) share the GPU
-            "--curve_steps",  # no curve: its 3 checkpoints x 2 seeds would double the fine-tuning runs
+            "--tasks", "sst2", "mrpc", "rte", "--seeds", 1, "--parallel", 9,
+            "--curve_steps",  # no curve: its checkpoints would add fine-tuning runs
             "--pretrain_overrides",
-            "--max_steps 3000 --per_device_train_batch_size 128 --bf16 true --use_cpu false",
+            "--model_size t5-small --input_length 128 --max_steps 2000 --per_device_train_batch_size 128 "
+            "--warmup_steps 200 --eval_steps 1000 --save_steps 1000 --bf16 true --torch_compile true --use_cpu false",
             "--finetune_overrides", "--bf16 true --use_cpu false"]
     return {"lines": check.command("quality", argv).strip().splitlines()[-12:]}

@@ -4,7 +4,6 @@
     .venv/bin/python bench/pretrain_throughput.py --dtype bf16 --batch_size 1 --burn_in 1 --steps 1
     python bench/pretrain_throughput.py --device cuda --model_size t5-base --dtype bf16 --batch_size 64
     python bench/pretrain_throughput.py --device cuda ... --profile 30 --profile_trace step.json   # where time goes
-    python bench/pretrain_throughput.py --device cuda ... --compile_mode max-autotune               # compile modes
 
 Both arms train the same model (building.build_model from a --model_size preset, built after the same seed) on the
 same batches: (burn_in + steps) x batch_size random windows of tokens_length ids from a fixed seed, corrupted by
@@ -42,7 +41,7 @@ arm's dtype, measured in the same run, before and after the arms. Timings are pr
 On CPU: without AVX512-BF16 or AMX bf16 matmuls run 5-10x slower than fp32 and an autocast step ~40x slower, so
 --dtype both skips bf16 there and says so. With 2 threads on 2 cores, a step slows 2-4x whenever another process
 takes a core: on a busy machine compare arms at --threads 1. --activation_dtype bfloat16: the bf16 arms' residual
-stream in bf16 (building.cast_residual_stream_under_autocast), in both arms.
+stream in bf16 (precision.cast_residual_stream_under_autocast), in both arms.
 """
 import argparse
 import gc
@@ -69,7 +68,7 @@ from t5kit.model import building
 from t5kit.optim import optimizer_classes
 from t5kit.train.pretrain_trainer import PretrainTrainer
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Square matmul for the peak: big enough to reach the BLAS/cuBLAS plateau, small enough to time in seconds.
 MATMUL_PEAK_SIZE = {"cpu": 2048, "cuda": 8192}
 MATMUL_PEAK_SECONDS = 2.0  # time products for at least this long per dtype (warm-up included), keep the fastest
@@ -86,9 +85,9 @@ def parse_args(argv=None):
     parser.add_argument("--input_length", type=int, default=512, help="encoder tokens; targets follow (512 -> 114)")
     parser.add_argument("--burn_in", type=int, default=2, help="untimed steps per arm (>= 1; compile happens here)")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per arm")
-    parser.add_argument("--dtype", choices=("fp32", "bf16", "both"), default="both",
-                        help="bf16 = autocast (Trainer's --bf16). 'both' skips bf16, saying so, where bf16 matmuls "
-                             "are slower than fp32 ones (CPUs without AVX512-BF16/AMX); --dtype bf16 forces it")
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16", "both"), default="both",
+                        help="bf16/fp16: autocast as --bf16/--fp16 (fp16: loss scaling, model/precision.py). 'both': "
+                             "fp32 and bf16, bf16 skipped (said so) where its matmuls trail fp32's; bf16 forces it")
     parser.add_argument("--compile", action="store_true", help="torch.compile both arms (Trainer's --torch_compile)")
     parser.add_argument("--compile_mode", default=None,
                         choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
@@ -198,7 +197,8 @@ def make_training_args(args, output_dir, dtype_name):
         extra["train_sampling_strategy"] = "sequential"  # the bare loop's batch order; same cost as random
     return T5TrainingArguments(
         output_dir=output_dir, per_device_train_batch_size=args.batch_size, max_steps=args.burn_in + args.steps,
-        bf16=dtype_name == "bf16", activation_dtype=args.activation_dtype if dtype_name == "bf16" else "float32",
+        bf16=dtype_name == "bf16", fp16=dtype_name == "fp16", activation_dtype=args.activation_dtype
+        if dtype_name == "bf16" else "float32",
         tf32=args.tf32 or None, torch_compile=args.compile,
         torch_compile_mode=args.compile_mode, optim=args.optim,
         use_cpu=args.device == "cpu", seed=args.seed, dataloader_num_workers=args.dataloader_num_workers,
@@ -210,7 +210,8 @@ def build_model(args, tokenizer, training_args):
     set_seed(training_args.seed)
     model_args = ModelArguments(model_size=args.model_size, tokenizer_name_or_path=str(SHARED_DATA / "t5_spiece"),
                                 attn_implementation=args.attn_implementation)
-    return building.build_model(model_args, tokenizer, args.device == "cpu", training_args.activation_dtype)
+    return building.build_model(model_args, tokenizer, args.device == "cpu", training_args.activation_dtype,
+                                training_args.fp16)
 
 
 def reads_clock(step, burn_in, last_step, timing):
@@ -265,6 +266,7 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
     scheduler = get_scheduler(training_args.lr_scheduler_type, optimizer, training_args.get_warmup_steps(len(batches)),
                               len(batches))
     step_model = torch.compile(model, mode=args.compile_mode) if args.compile else model
+    scaler = torch.amp.GradScaler(args.device, enabled=dtype_name == "fp16")  # as the Trainer's fp16 arm steps
     model.train()
     total_loss, times = torch.zeros((), device=args.device), []
     for step, batch in enumerate(batches):  # step steps are done: the clock reads as StepClock's at their end
@@ -274,12 +276,14 @@ def time_bare_loop(args, tokenizer, batches, dtype_name, profiler=None):
             if profiler is not None and step == args.burn_in:
                 profiler.start()
         batch = {key: value.to(args.device, non_blocking=True) for key, value in batch.items()}
-        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=dtype_name == "bf16"):
+        with torch.autocast(args.device, dtype=DTYPES[dtype_name], enabled=dtype_name != "fp32"):
             loss = step_model(**batch).loss
-        loss.backward()
+        scaler.scale(loss).backward()
         if training_args.max_grad_norm > 0:
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), training_args.max_grad_norm)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         total_loss += loss.detach()

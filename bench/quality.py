@@ -39,8 +39,9 @@ from t5kit.data.predict_inputs import read_rows
 from t5kit.data.task_format import find_task, text_columns
 
 LATIN1_BOOKS = ("chesterton-ball.txt", "shakespeare-caesar.txt")  # not UTF-8 (../shared/data/PROVENANCE.md)
-TASK_FOLDERS = {"sst2": "SST-2", "rte": "RTE", "cola": "CoLA"}
-TASK_METRICS = {"sst2": "eval_accuracy", "rte": "eval_accuracy", "cola": "eval_matthews_correlation"}
+TASK_FOLDERS = {"sst2": "SST-2", "rte": "RTE", "cola": "CoLA", "mrpc": "MRPC"}
+TASK_METRICS = {"sst2": "eval_accuracy", "rte": "eval_accuracy", "cola": "eval_matthews_correlation",
+                "mrpc": "eval_accuracy"}
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline",
            "TOKENIZERS_PARALLELISM": "false"}
 

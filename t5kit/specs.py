@@ -105,6 +105,7 @@ class SNISpec:
     num_neg_examples: int = 0
     add_explanation: bool = False
     english_only: bool = True
+    metric: str = "official"  # constants.SNI_METRICS
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,25 @@
 """What the test modules share (no test module imports another): where the real data lives and how its absence
 is reported, the argv of tiny runs, the entry scripts' main(), folder snapshots, fault injection, tokenizers,
-two-process launches.
+packing examples, an attention module's stand-in, the checks every model card's tests run, two-process launches.
 
 The real test data lives in the folder $T5_DATA_DIR names (relative to the repository root; `make data` writes data/,
 so T5_DATA_DIR=data), by default ../shared/data beside the repository. Where it is absent, a test that needs it skips
 and names the missing path; with T5_REQUIRE_SHARED_DATA=1 (what .ci/run sets) it fails instead, so a CI that lost
 the data cannot pass by skipping.
 """
+import contextlib
 import functools
 import importlib
+import io
+import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import types
 import unittest
 from pathlib import Path
 from unittest import mock
@@ -194,6 +201,16 @@ def random_examples(count, seed=0, longest_input=40, longest_target=12):
     return examples
 
 
+def example_lengths(examples):
+    """(input lengths, target lengths) of random_examples' examples, as numpy arrays."""
+    return (np.array([len(i) for i, _ in examples]), np.array([len(t) for _, t in examples]))
+
+
+def attention_module(is_decoder, is_causal=False):
+    """A stand-in for a T5Attention module: the three attributes the attention functions read of it."""
+    return types.SimpleNamespace(is_decoder=is_decoder, is_causal=is_causal, has_relative_attention_bias=False)
+
+
 def tiny_model():
     """A random one-layer T5 (64-word vocabulary, 16 wide) for optimizer and trainer tests that never tokenize."""
     from transformers import T5Config, T5ForConditionalGeneration
@@ -244,6 +261,78 @@ def save_tiny_family_model(folder, family, tokenizer_path):
     building.new_t5_model(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+def python_block(card_text):
+    """The first ```python block of a model card: its usage snippet."""
+    return re.search(r"```python\n(.*?)```", card_text, flags=re.S).group(1)
+
+
+def run_snippet(code):
+    """Runs a card's usage snippet as a user would paste it; returns what it printed."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "<model card>", "exec"), {})  # our own generated snippet
+    return printed.getvalue()
+
+
+def rendered_tokens(card_text):
+    """markdown-it's tokens of the card body (GitHub-style tables on, as the hub renders them)."""
+    from markdown_it import MarkdownIt
+
+    body = card_text.split("\n---\n", 1)[1]
+    return MarkdownIt("commonmark").enable("table").parse(body)
+
+
+class CardTestCase(parameterized.TestCase):
+    """The model card of a run made once per class (run_into) into a temporary folder; the tests read its README.md
+    and metrics.json. The two here check what every card shares (outputs/model_card.py): the hub's metadata format
+    and Markdown the hub renders, with the class's `sections`. A test module imports it and deletes the name after
+    subclassing, so that pytest does not collect a class with no run of its own."""
+    sections = ()
+
+    @classmethod
+    def run_into(cls, out):
+        raise NotImplementedError
+
+    @classmethod
+    def setUpClass(cls):
+        from huggingface_hub import ModelCard
+
+        super().setUpClass()
+        # One torch thread, as OneThreadTestCase: two threads on a shared 2-core machine run slower.
+        cls.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        cls.tmp = Path(tempfile.mkdtemp())
+        cls.out = cls.tmp / "run"
+        cls.run_into(cls.out)
+        cls.text = (cls.out / "README.md").read_text()
+        cls.card = ModelCard.load(cls.out / "README.md")
+        cls.metrics = json.loads((cls.out / "metrics.json").read_text())
+
+    @classmethod
+    def tearDownClass(cls):
+        torch.set_num_threads(cls.threads)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().tearDownClass()
+
+    def test_metadata_is_the_hub_format(self):
+        data = self.card.data
+        self.assertEqual((data.library_name, data.pipeline_tag), ("transformers", "text2text-generation"))
+        self.assertContainsSubset(["t5", "text2text-generation", "t5kit"], data.tags)
+        self.assertEqual(data.model_name, "run")
+        self.assertTrue(self.text.startswith("---\n"))
+
+    def test_renders_as_markdown_without_raw_html(self):
+        tokens = rendered_tokens(self.text)
+        self.assertEmpty([t for t in tokens if t.type == "html_block"])
+        inline = [child for t in tokens if t.type == "inline" for child in t.children or []]
+        self.assertEmpty([t.content for t in inline if t.type == "html_inline"])  # <extra_id_0> would vanish
+        self.assertEqual([t.info for t in tokens if t.type == "fence"], ["python", "bash", "bash"])
+        self.assertEqual([t.attrGet("src") for t in inline if t.type == "image"], ["loss_curve.png"])
+        headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+        self.assertEqual(headings, ["run", *self.sections])
+        self.assertGreaterEqual(len([t for t in tokens if t.type == "table_open"]), 4)
 
 
 def pre_train(argv):
@@ -303,3 +392,44 @@ def torchrun(code, argv, env=None, timeout=480):
         raise AssertionError(f"torchrun failed ({result.returncode}):\n" + "\n".join(errors[-15:])
                              + f"\n... stderr tail:\n{result.stderr[-2000:]}")
     return result
+
+
+# Failing environments, real ones: a W&B server that refuses or never answers, and writes the OS refuses.
+@contextlib.contextmanager
+def wandb_online_at(url):
+    """W&B online at `url` (WANDB_MODE=online, WANDB_BASE_URL) in this process's environment for the block."""
+    with mock.patch.dict(os.environ, {"WANDB_MODE": "online", "WANDB_BASE_URL": url}):
+        yield url
+
+
+@contextlib.contextmanager
+def silent_listener():
+    """http://127.0.0.1:PORT of a listener that takes connections (the kernel accepts them into its backlog) and
+    never answers a byte: a server that hangs."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+@contextlib.contextmanager
+def wandb_online_at_a_silent_server():
+    with silent_listener() as url, wandb_online_at(url):
+        yield url
+
+
+@contextlib.contextmanager
+def file_size_limit(max_bytes):
+    """Files this process writes stop at max_bytes (RLIMIT_FSIZE), with SIGXFSZ ignored so that the OS answers a
+    write past it with EFBIG ("File too large") instead of killing the process; both restored after."""
+    import resource
+    import signal
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, hard))
+    try:
+        yield max_bytes
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)

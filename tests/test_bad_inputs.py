@@ -18,6 +18,8 @@ from t5kit.outputs import run_lock
 from tests.helpers import (
     REPO,
     entry_main,
+    file_size_limit,
+    free_port,
     predict_flags,
     require,
     save_tiny_family_model,
@@ -25,6 +27,8 @@ from tests.helpers import (
     snapshot,
     tiny_flags,
     tiny_run_flags,
+    wandb_online_at,
+    wandb_online_at_a_silent_server,
 )
 
 
@@ -139,7 +143,20 @@ CASES = {
                                       "--activation_dtype bfloat16 casts the residual stream under bf16 autocast, "
                                       "which is off; add --bf16 true"),
     "activation_dtype_with_fp16": ("fine_tune_t5", lambda w: finetune(w, activation_dtype="bfloat16", fp16=True),
-                                   "--activation_dtype bfloat16 casts the residual stream under bf16 autocast"),
+                                   "--activation_dtype bfloat16 with --fp16: the bf16 residual stream runs under bf16 "
+                                   "autocast"),
+    "fp16_with_bf16": ("pre_train_t5", lambda w: pretrain(w, fp16=True, bf16=True),
+                       "--bf16 and --fp16 are both set; pick one"),
+    "fp16_with_eager_attention": ("pre_train_t5", lambda w: pretrain(w, fp16=True, attn_implementation="eager"),
+                                  "--fp16 true with --attn_implementation eager: eager attention computes its logits "
+                                  "in fp16"),
+    "fp16_without_a_gpu": ("fine_tune_t5", lambda w: finetune(w, fp16=True, use_cpu=False),
+                           "--fp16 true needs a GPU, or --use_cpu true for fp16 autocast on the CPU"),
+    "predict_fp16_with_bf16": ("predict_t5", lambda w: predict(w, fp16=True, bf16=True),
+                               "--fp16 and --bf16 are both set; pick one"),
+    "predict_fp16_with_ctranslate2": ("predict_t5", lambda w: predict(w, fp16=True, backend="ctranslate2"),
+                                      "--fp16 casts the torch model's weights; CTranslate2 takes --compute_type "
+                                      "float16"),
     "activation_dtype_choice": ("pre_train_t5", lambda w: pretrain(w, activation_dtype="float16"),
                                 "--activation_dtype='float16' is not a valid choice; did you mean 'bfloat16' or "
                                 "'float32'?"),
@@ -148,6 +165,12 @@ CASES = {
     "nan_policy_skip_under_deepspeed": ("pre_train_t5", lambda w: pretrain(
         w, nan_policy="skip", deepspeed=str(REPO / "zero_stage2_config.json")), "--nan_policy skip cannot undo"),
     "report_to": ("pre_train_t5", lambda w: pretrain(w, report_to="wandbb"), "--report_to 'wandbb' is not a tracker"),
+    # a W&B server that does not answer, with W&B online: refused before anything is written, in seconds
+    "wandb_server_refuses": ("pre_train_t5", lambda w: pretrain(w, report_to="wandb"),
+                             "does not answer (connection refused; WANDB_MODE=online)", None, lambda: wandb_online_at(f"http://127.0.0.1:{free_port()}")),
+    "wandb_server_silent": ("fine_tune_t5", lambda w: finetune(w, report_to="wandb"),
+                            "does not answer (no answer in 5 s; WANDB_MODE=online)", None,
+                            wandb_online_at_a_silent_server),
     "batch_size_zero": ("pre_train_t5", lambda w: pretrain(w, per_device_train_batch_size=0),
                         "--per_device_train_batch_size=0 must be >= 1"),
     "accumulation_zero": ("pre_train_t5", lambda w: pretrain(w, gradient_accumulation_steps=0),
@@ -195,8 +218,8 @@ CASES = {
         "--few_shot 40: glue/rte has 32 training rows to draw exemplars from (an example is never its own); "
         "pass --few_shot 31 or less"),
     "flan_copa_without_options": ("fine_tune_t5", lambda w: finetune(
-        w, benchmark="super_glue", dataset_name="copa", instruction_templates="flan"),
-        "--instruction_templates flan for super_glue/copa needs --instruction_options true"),
+        w, benchmark="super_glue", dataset_name="copa", instruction_templates="flan", instruction_options=False),
+        "--instruction_templates flan for super_glue/copa needs FLAN's OPTIONS list"),
     "few_shot_without_templates": ("fine_tune_t5", lambda w: finetune(w, few_shot=2),
                                    "--few_shot is part of FLAN's format: pass --instruction_templates flan"),
     "streaming_without_max_steps": ("pre_train_t5", lambda w: pretrain(w, streaming=True, max_steps=-1,
@@ -300,6 +323,8 @@ CASES = {
     "predict_model_without_tokenizer": ("predict_t5", lambda w: [write(w / "model/config.json", T5_CONFIG),
                                                                  *predict(w, task="sst2")][1:],
                                         "--model_name_or_path {work}/model holds no tokenizer"),
+    "predict_model_folder_missing": ("predict_t5", lambda w: predict(w, task="sst2"),
+                                     "--model_name_or_path {work}/model: no such folder; pass a saved model folder"),
     "evaluate_a_random_model": ("fine_tune_t5", lambda w: finetune(w, do_train=False),
                                 "--do_train false evaluates an existing model"),
     "output_dir_under_a_file": ("pre_train_t5", lambda w: tiny_run_flags(
@@ -372,6 +397,15 @@ CASES = {
         "predict_t5", lambda w: predict(w, task="sst2", backend="ctranslate2"),
         "the ctranslate2 backend needs the ctranslate2 package, which is not installed; pip install "
         "'ctranslate2>=4.5,<5'", None, lambda: mock.patch.dict(sys.modules, {"ctranslate2": None})),
+    "predict_ctranslate2_model_folder_missing": ("predict_t5", lambda w: predict(w, task="sst2", backend="ctranslate2"),
+                                                 "--model_name_or_path {work}/model: no such folder"),
+    "export_model_folder_missing": ("export_t5", lambda w: export(w), "--model_name_or_path {work}/model: no such "
+                                                                      "folder"),
+    # a file-size limit (RLIMIT_FSIZE) refuses the export's weights: the temporary folder goes, nothing else changes
+    "export_refused_by_the_filesystem": ("export_t5", lambda w: [save_tiny_t5(w / "model"), *export(w)][1:],
+                                         "the CTranslate2 export could not be saved: File too large (it needs about",
+                                         None,
+                                         lambda: file_size_limit(2**20)),
     "unset_variable_in_output_dir": ("pre_train_t5", lambda w: tiny_run_flags(
         str(w / "runs" / "${T5_TEST_UNSET_RUN_ID}"), str(require("gutenberg/austen-persuasion.txt"))),
         "names $T5_TEST_UNSET_RUN_ID, which is not set in the environment"),

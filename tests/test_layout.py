@@ -1,5 +1,6 @@
 """The architecture as docs/architecture.md states it: one package split by layer, imports flowing one way, entry
-scripts that hold steps (no classes) and that nothing imports, test modules that share only tests/helpers.py."""
+scripts that hold steps (no classes) and that nothing imports, test modules that share only tests/helpers.py, and
+each library module with its mirror test file."""
 import ast
 import re
 import subprocess
@@ -22,6 +23,13 @@ LAYER_RANKS = {"base": 0, "config": 1, "data": 2, "metrics": 3, "model": 4, "opt
                "sweep": 6, "cli": 7}
 LAYERS = ("config", "data", "model", "optim", "train", "outputs", "sweep")
 MAX_MODULE_LINES = 400
+# Library modules tested in another file than their mirror (docs/architecture.md, "Tests": tests/<layer>/
+# test_<module>.py tests t5kit/<layer>/<module>.py): module -> the one test file that covers it and imports it. Only
+# small modules whose behaviour is part of another's: errors.py is UsageError and the "did you mean" wording, whose
+# one `error:` line and exit 2 test_cli.py checks (and every refusal's test its wording); flan_templates.py is FLAN's
+# templates, data copied verbatim, which test_instructions.py formats real rows with and compares with FLAN's code.
+MIRROR_TEST_EXCEPTIONS = {"t5kit/errors.py": "tests/test_cli.py",
+                          "t5kit/data/flan_templates.py": "tests/data/test_instructions.py"}
 
 
 def layer_of(module):
@@ -54,6 +62,33 @@ def imported_modules(path):
 
 def module_name(path):
     return ".".join(Path(path).relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+
+
+def mirror_test_file(path, root=REPO):
+    """The test file of a library module: t5kit/<layer>/<module>.py -> tests/<layer>/test_<module>.py, and
+    t5kit/<module>.py -> tests/test_<module>.py."""
+    relative = Path(path).relative_to(Path(root) / "t5kit")
+    return Path(root) / "tests" / relative.parent / f"test_{relative.name}"
+
+
+def modules_without_their_test_file(modules, exceptions, root=REPO):
+    """'module: what is missing' for each library module under `root` with no mirror test file, unless `exceptions`
+    (module path -> test file path, both relative to `root`) names a test file that exists and imports or names
+    the module."""
+    missing = []
+    for path in modules:
+        relative = Path(path).relative_to(root).as_posix()
+        name = ".".join(Path(relative).with_suffix("").parts)
+        covering = exceptions.get(relative)
+        if mirror_test_file(path, root).is_file():
+            continue
+        if covering is None:
+            missing.append(f"{relative}: no {mirror_test_file(path, root).relative_to(root).as_posix()}")
+        elif not (Path(root) / covering).is_file():
+            missing.append(f"{relative}: MIRROR_TEST_EXCEPTIONS names {covering}, which does not exist")
+        elif name not in imported_modules(Path(root) / covering) and name not in (Path(root) / covering).read_text():
+            missing.append(f"{relative}: MIRROR_TEST_EXCEPTIONS names {covering}, which never mentions {name}")
+    return missing
 
 
 LIBRARY = sorted(REPO.glob("t5kit/**/*.py")) + [REPO / name for name in ("constants.py", "data_collator.py",
@@ -130,6 +165,42 @@ class LayoutTest(parameterized.TestCase):
             self.assertTrue((REPO / target).is_file(), target)
         for page in (REPO / "docs").glob("*.md"):
             self.assertIn(f"docs/{page.name}", readme, f"README links no {page.name}")
+
+    def test_every_module_has_its_mirror_test_file(self):
+        modules = sorted(path for path in REPO.glob("t5kit/**/*.py") if path.name != "__init__.py")
+        self.assertNotEmpty(modules)
+        missing = modules_without_their_test_file(modules, MIRROR_TEST_EXCEPTIONS)
+        self.assertEmpty(missing, "each library module needs tests/<layer>/test_<module>.py (docs/architecture.md, "
+                                  "Tests), or an entry in MIRROR_TEST_EXCEPTIONS naming the test file that covers it:\n"
+                                  + "\n".join(missing))
+
+    def test_the_mirror_exceptions_are_modules_without_a_mirror(self):
+        """An exception for a module that is gone, or that has its own test file now, is removed, not kept."""
+        for module, covering in MIRROR_TEST_EXCEPTIONS.items():
+            self.assertTrue((REPO / module).is_file(), module)
+            self.assertFalse(mirror_test_file(REPO / module).exists(), f"{module} has its mirror: drop the exception")
+            self.assertTrue(covering.startswith("tests/") and Path(covering).name.startswith("test_"), covering)
+
+    def test_a_module_without_its_test_file_is_caught(self):
+        """A planted tree: a module with its mirror, one covered by an exception, one with neither."""
+        root = Path(self.create_tempdir().full_path)
+        files = {"t5kit/data/tested.py": "", "tests/data/test_tested.py": "", "t5kit/data/small.py": "",
+                 "tests/data/test_other.py": "from t5kit.data.small import VALUES\n", "t5kit/data/untested.py": "",
+                 "t5kit/errors.py": "", "tests/test_cli.py": "import t5kit.data\n"}
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        modules = sorted(path for path in root.glob("t5kit/**/*.py"))
+        exceptions = {"t5kit/data/small.py": "tests/data/test_other.py", "t5kit/errors.py": "tests/test_cli.py"}
+        self.assertEqual(modules_without_their_test_file(modules, exceptions, root), [
+            "t5kit/data/untested.py: no tests/data/test_untested.py",
+            "t5kit/errors.py: MIRROR_TEST_EXCEPTIONS names tests/test_cli.py, which never mentions t5kit.errors"])
+        (root / "tests" / "data" / "test_untested.py").write_text("")
+        (root / "tests" / "test_cli.py").write_text("from t5kit.errors import UsageError\n")
+        self.assertEqual(modules_without_their_test_file(modules, exceptions, root), [])
+        (root / "tests" / "data" / "test_other.py").unlink()
+        self.assertEqual(modules_without_their_test_file(modules, exceptions, root), [
+            "t5kit/data/small.py: MIRROR_TEST_EXCEPTIONS names tests/data/test_other.py, which does not exist"])
 
     def test_modules_stay_under_400_lines(self):
         for path in [*LIBRARY, *REPO.glob("*.py"), *REPO.glob("scripts/*.py")]:

@@ -14,7 +14,6 @@ from rouge_score import rouge_scorer
 
 import metrics
 from constants import DATASET_VALS
-from t5kit.data import task_format
 from t5kit.data.task_format import format_stsb_target, format_target, get_task_vals
 from t5kit.model.inference import score_label_words
 from tests.helpers import require
@@ -61,12 +60,6 @@ class LabelMappingTest(parameterized.TestCase):
         for text in ("", "three", "nan", "inf", "3.8 4.0"):
             self.assertIsNone(metrics.parse_score(text))
         self.assertEqual(metrics.parse_score(" 3.8 "), 3.8)
-
-    @parameterized.named_parameters(
-        ("matched", "mnli", "validation_matched", "mnli_matched"), ("plain", "sst2", "validation", "sst2"),
-        ("test", "mnli", "test_mismatched", "mnli_mismatched"), ("train", "rte", "train", "rte_train"))
-    def test_split_result_key(self, task, split, expected):
-        self.assertEqual(task_format.split_result_key(task, split), expected)
 
 
 class ClassificationMetricsTest(parameterized.TestCase):
@@ -450,6 +443,119 @@ class SNIMetricsTest(parameterized.TestCase):
         self.assertAlmostEqual(metrics.sni_rouge_l(prediction, references), rouge_l)
         self.assertEqual(metrics.sni_exact_match(prediction, references),
                          max(official_exact_match(prediction, ref) for ref in references))
+
+
+# nanoT5's scoring, transcribed: huggingface/evaluate metrics/rouge/rouge.py @ 0851219 `Rouge._compute` (what
+# evaluate.load("rouge").compute runs; the use_aggregator=True branch, which nanoT5 turns off, left out), and the end
+# of PiotrNawrot/nanoT5 nanoT5/utils/train_utils.py @ 1375b38 `predict` (lines 129-135 and 159-160).
+def evaluate_rouge(predictions, references, rouge_types=None, use_aggregator=True, use_stemmer=False, tokenizer=None):
+    if rouge_types is None:
+        rouge_types = ["rouge1", "rouge2", "rougeL", "rougeLsum"]
+    multi_ref = isinstance(references[0], list)
+    assert tokenizer is None and not use_aggregator  # as nanoT5 calls it
+    scorer = rouge_scorer.RougeScorer(rouge_types=rouge_types, use_stemmer=use_stemmer, tokenizer=tokenizer)
+    scores = []
+    for ref, pred in zip(references, predictions):
+        if multi_ref:
+            score = scorer.score_multi(ref, pred)
+        else:
+            score = scorer.score(ref, pred)
+        scores.append(score)
+    result = {}
+    for key in scores[0]:
+        result[key] = list(score[key].fmeasure for score in scores)
+    return result
+
+
+def nanot5_predict_rouge_l(tokenizer, generated_ids, label_ids):
+    def decode(preds):
+        preds[preds == -100] = tokenizer.pad_token_id
+        preds = tokenizer.batch_decode(preds, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+        preds = [pred.strip() for pred in preds]
+        return preds
+
+    eval_metric = evaluate_rouge(predictions=decode(generated_ids), references=decode(label_ids), use_stemmer=True,
+                                 use_aggregator=False)
+    return sum(eval_metric["rougeL"]) * 100 / len(eval_metric["rougeL"])
+
+
+# Real fixture instances (tests/fixtures/natural_instructions) scored both ways: (references, the drawn output nanoT5
+# scores against, prediction, official Rouge-L, nanoT5's), each Rouge-L worked out by hand: F = 2PR / (P + R) with P
+# and R the longest common subsequence over the prediction's and the reference's tokens (rouge-score's: lower case,
+# runs of letters and digits, Porter stems of tokens longer than 3 characters).
+BOTH_METRICS_CASES = [
+    (["jug", "bottle"], "jug", "bottle", 1.0, 0.0),  # official: the best reference; nanoT5: the drawn one only
+    (["can", "bottle"], "can", "a can", 2 / 3, 2 / 3),  # P 1/2, R 1
+    (["sack"], "sack", "Sack.", 1.0, 1.0),  # case and punctuation make no token
+    (["Neutral"], "Neutral", "it is neutral, not entailment", 1 / 3, 1 / 3),  # P 1/5, R 1
+    (["bottle"], "bottle", "bottles", 1.0, 1.0),  # both stem to "bottl"
+    (["Entailment"], "Entailment", "", 0.0, 0.0),  # empty: invalid
+]
+
+
+class NanoT5MetricTest(parameterized.TestCase):
+    """--sni_metric nanot5 (metrics.nanot5_rouge_l) against nanoT5's code transcribed, and against hand-computed
+    values on real instances, beside the official metric on the same predictions."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        from t5kit.model import building  # the run's tokenizer loader
+
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+
+    def task_vals(self, metric):
+        return dict(get_task_vals("sni", "sni"), sni_metric=metric)
+
+    def meta(self, cases, max_target_length=128):
+        from t5kit.data import sni  # the reference as the data layer builds it for a test split
+
+        return [{"idx": i, "id": f"case-{i}", "task": "task1159_bard_analogical_reasoning_containers",
+                 "category": "Word Analogy", "references": references,
+                 "nanot5_reference": sni.nanot5_reference(self.tokenizer, drawn, max_target_length)}
+                for i, (references, drawn, *_) in enumerate(cases)]
+
+    def test_both_metrics_on_one_set_of_predictions(self):
+        predictions = [case[2] for case in BOTH_METRICS_CASES]
+        meta = self.meta(BOTH_METRICS_CASES)
+        official = metrics.compute_task_metrics(self.task_vals("official"), predictions, predictions, meta)
+        nanot5 = metrics.compute_task_metrics(self.task_vals("nanot5"), predictions, predictions, meta)
+        self.assertEqual(official["rougeL"], round(100 * 4 / 6, 4))  # 1 + 2/3 + 1 + 1/3 + 1 + 0 over 6
+        self.assertAlmostEqual(nanot5["rougeL"], 100 * 3 / 6, places=12)  # 0 + 2/3 + 1 + 1/3 + 1 + 0 over 6
+        self.assertEqual(set(nanot5), {"rougeL", "invalid_count", "invalid_rate"})  # what nanoT5 reports
+        self.assertEqual((official["invalid_count"], nanot5["invalid_count"]), (1, 1))
+        for (references, _, prediction, official_f, nanot5_f), row in zip(BOTH_METRICS_CASES, meta):
+            self.assertAlmostEqual(metrics.sni_rouge_l(prediction, references), official_f, places=12)
+            self.assertAlmostEqual(metrics.nanot5_rouge_l([prediction], [row]), 100 * nanot5_f, places=12)
+
+    @parameterized.named_parameters(
+        # nanoT5 cuts the reference, never the prediction: a perfect prediction of task1331's first output (20
+        # numbers) against its first 15 tokens "[33, 47, 114, 268, 128, 99," (6 numbers): P 6/20, R 1 -> 6/13.
+        ("cut_between_numbers", 16, 6 / 13),
+        # 11 tokens: "[33, 47, 114, 268, 12", the last number cut in two: LCS 4, P 4/20, R 4/5 -> 0.32.
+        ("cut_inside_a_number", 12, 0.32),
+    )
+    def test_a_perfect_prediction_of_a_long_output_against_its_cut_reference(self, max_target_length, expected):
+        output = "[33, 47, 114, 268, 128, 99, 172, 121, 239, 231, 40, 145, 28, 44, 31, 250, 84, 81, 280, 96]"
+        meta = self.meta([([output], output)], max_target_length)
+        self.assertAlmostEqual(metrics.nanot5_rouge_l([output], meta), 100 * expected, places=12)
+        self.assertEqual(metrics.sni_rouge_l(output, [output]), 1.0)  # the official metric reads it whole
+
+    def test_equals_nanot5s_predict_on_generated_ids(self):
+        """The predictions as token ids a model could generate (decoder start, text, EOS, padding), decoded by the
+        trainer (model card: skip_special_tokens) and scored by ours, or decoded and scored by nanoT5's predict."""
+        cases = [*BOTH_METRICS_CASES, (["don't know"], "don't know", "I do n't know , it 's", None, None)]
+        predictions = [case[2] for case in cases]
+        ids = [[self.tokenizer.pad_token_id, *self.tokenizer(text).input_ids] for text in predictions]
+        longest = max(len(row) for row in ids)
+        generated = torch.tensor([row + [self.tokenizer.pad_token_id] * (longest - len(row)) for row in ids])
+        labels = self.tokenizer([case[1] for case in cases], max_length=128, padding="longest", truncation=True,
+                                return_tensors="pt").input_ids
+        labels[labels == self.tokenizer.pad_token_id] = -100
+        expected = nanot5_predict_rouge_l(self.tokenizer, generated.clone(), labels.clone())
+        texts = self.tokenizer.batch_decode(generated, skip_special_tokens=True)  # TaskTrainer.decode
+        ours = metrics.compute_task_metrics(self.task_vals("nanot5"), texts, texts, self.meta(cases))["rougeL"]
+        self.assertEqual(ours, expected)
 
 
 if __name__ == "__main__":

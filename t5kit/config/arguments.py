@@ -58,6 +58,14 @@ def check_data_files(flag, paths):
                              f"use one of {', '.join(FILE_BUILDERS)}")
 
 
+def looks_like_a_folder(name_or_path) -> bool:
+    """Whether a --model_name_or_path can only be a local folder: it starts with '.', '/' or '~', or holds more path
+    separators than a hub name's one ('namespace/name'). One that does not exist is refused as a missing folder
+    when the model is loaded (model/building.load_model_config), never sent to the hub."""
+    text = str(name_or_path)
+    return text.startswith((".", "/", "~")) or text.count("/") > 1
+
+
 @dataclass
 class ModelPathArguments:
     """Where the model comes from: ModelSourceArguments (training, prediction) and ExportArguments inherit it."""
@@ -130,11 +138,14 @@ class TaskInputArguments:
                 f"Unset: {T5_SOURCE_LENGTH} when fine-tuning (T5 fine-tuned with {T5_SOURCE_LENGTH}; 1024 with "
                 "--benchmark sni, as nanoT5); predict_t5.py takes the model card's (the length the model was trained "
                 f"with), else {constants.INPUT_LENGTH}."})
-    label_scoring: str = field(default="generate", metadata={
+    label_scoring: str = field(default=None, metadata={
         "help": "How a classification task's labels are predicted: generate (decode, greedy or with beams; a text "
-                "that is no label word counts as wrong) or rank (score every label word by log-likelihood, the "
-                "likeliest wins; never an invalid prediction). Fine-tuning applies it to its evaluation and test "
-                "predictions.", "choices": LABEL_SCORING_CHOICES})
+                "that is no label word exactly counts as wrong and as invalid) or rank (score every label word by "
+                "log-likelihood, the likeliest wins; never an invalid prediction). Fine-tuning applies it to its "
+                "evaluation and test predictions; unset, it ranks the held-out tasks (--eval_tasks) of a run in "
+                "FLAN's templates (--instruction_templates), as FLAN scores held-out tasks by ranking their options, "
+                "and generates every other task (config.yaml's derived.evaluation records each split's). "
+                "predict_t5.py: unset is generate.", "choices": LABEL_SCORING_CHOICES})
     max_predict_samples: int = field(default=None, metadata={
         "help": "Predict only the first N examples (debug): of each test split when fine-tuning, of --input_file "
                 "in predict_t5.py."})
@@ -256,6 +267,10 @@ class T5TrainingArguments(OutputDirArguments, OverwriteOutputDirArguments, HubAr
         # The Trainer checks again with accelerate's DeepSpeed config too; --deepspeed is known here already.
         checks.check_nan_policy(self.nan_policy, deepspeed=bool(self.deepspeed))
         self.bf16 = checks.check_precision(self.bf16, self.fp16, self.use_cpu)
+        if self.activation_dtype == "bfloat16" and self.fp16:
+            raise UsageError("--activation_dtype bfloat16 with --fp16: the bf16 residual stream runs under bf16 "
+                             "autocast; under fp16 the stream stays fp32 (model/precision.py); drop "
+                             "--activation_dtype, or use --bf16 true")
         if self.activation_dtype == "bfloat16" and not self.bf16:
             raise UsageError("--activation_dtype bfloat16 casts the residual stream under bf16 autocast, which is off; "
                              "add --bf16 true (a GPU with bf16, or --use_cpu true) or keep --activation_dtype float32")

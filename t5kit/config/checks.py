@@ -100,14 +100,19 @@ def with_non_blocking_copies(accelerator_config, pin_memory):
 
 
 def check_precision(bf16, fp16, use_cpu):
-    """Returns the bf16 setting: refuses fp16 with bf16 and bf16 the hardware lacks; defaults to bf16 on GPUs
-    that have it (T5 was trained in bf16 and overflows in fp16)."""
+    """Returns the bf16 setting: refuses fp16 with bf16, and bf16 or fp16 the hardware lacks; defaults to bf16 on
+    GPUs that have it (T5 was trained in bf16; fp16 needs model/precision.py's fp32 feed-forward outputs)."""
     import torch
 
     if bf16 and fp16:
-        raise UsageError("--bf16 and --fp16 are both set; pick one (bf16 where the hardware has it: T5 activations "
-                         "overflow in fp16)")
+        raise UsageError("--bf16 and --fp16 are both set; pick one (bf16 where the hardware has it, fp16 on GPUs "
+                         "without it: V100, T4)")
     on_gpu = torch.cuda.is_available() and not use_cpu
+    if fp16 and not on_gpu and not use_cpu:
+        raise UsageError("--fp16 true needs a GPU, or --use_cpu true for fp16 autocast on the CPU")
+    if fp16 and not on_gpu and not cpu_has_native_fp16():
+        logger.warning("--fp16 true on a CPU without fp16 instructions (AMX-FP16): fp16 is emulated there and runs "
+                       "slower than fp32; drop --fp16 unless you are testing")
     gpu_has_bf16 = on_gpu and torch.cuda.is_bf16_supported()
     if bf16 is None:
         return bool(gpu_has_bf16 and not fp16)
@@ -140,6 +145,23 @@ def cpu_has_native_bf16() -> bool:
 
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own CPU-feature probes
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
+def cpu_has_native_fp16() -> bool:
+    """Whether this CPU computes fp16 matrix products in hardware (AMX-FP16, Granite Rapids and newer)."""
+    import torch
+
+    return getattr(torch.cpu, "_is_amx_fp16_supported", lambda: False)()
+
+
+def check_fp16_attention(model_args, *groups):
+    """A training program's cross-group check (config/script_flags.py): --fp16 with --attn_implementation eager is
+    refused, since eager attention materialises the query-key logits in fp16, where they can overflow; SDPA and
+    t5_flex accumulate them in fp32 (model/precision.py)."""
+    training_args = groups[-1]
+    if training_args.fp16 and model_args.attn_implementation == "eager":
+        raise UsageError("--fp16 true with --attn_implementation eager: eager attention computes its logits in fp16, "
+                         "where they can overflow; use --attn_implementation sdpa (or t5_flex on a GPU)")
 
 
 def check_nan_policy(policy, deepspeed):

@@ -10,6 +10,7 @@ from t5kit.config.arguments import (
     OverwriteOutputDirArguments,
     check_choices,
     check_positive,
+    looks_like_a_folder,
 )
 from t5kit.errors import UsageError
 
@@ -48,6 +49,8 @@ class ExportArguments(HubArguments, OverwriteOutputDirArguments, OutputDirArgume
             raise UsageError(f"--probe_file {self.probe_file} not found; check the path")
         if self.push_to_hub and not self.hub_model_id:
             raise UsageError("--push_to_hub true needs --hub_model_id NAME (the repo is named, never guessed)")
-        if self.output_dir is None and not Path(self.model_name_or_path).is_dir():
+        # (a missing local folder is refused as such when the model is loaded, before the output folder is used)
+        if self.output_dir is None and not Path(self.model_name_or_path).is_dir() and \
+                not looks_like_a_folder(self.model_name_or_path):
             raise UsageError(f"--model_name_or_path {self.model_name_or_path} is not a local folder: name "
                              f"--output_dir for its export")

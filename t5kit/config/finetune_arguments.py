@@ -53,9 +53,10 @@ class FineTuneDataArguments(TaskInputArguments, SNIArguments):
                 "(google-research/FLAN flan/templates.py), drawn by --seed and the example's position; label words "
                 "become FLAN's answers. flan_dialog: the same inside FLAN v1's dialog markers '0 ... X 1 FLAN'.",
         "choices": constants.INSTRUCTION_FORMATS})
-    instruction_options: bool = field(default=False, metadata={
-        "help": "With --instruction_templates: fill in FLAN's 'OPTIONS:' list of answers in classification "
-                "templates; false uses FLAN's templates without it."})
+    instruction_options: bool = field(default=None, metadata={
+        "help": "With --instruction_templates: fill in FLAN's 'OPTIONS:' list of answers in the templates that have "
+                "one, as FLAN trains and evaluates. Unset: true with --instruction_templates, else false. false: "
+                "FLAN's templates without it (FLAN's *_score_flan_no_options tasks)."})
     few_shot: int = field(default=0, metadata={
         "help": "With --instruction_templates: put this many exemplars from the task's training rows (never the "
                 "example itself; drawn by --seed) before each input, in FLAN's few-shot format."})
@@ -115,6 +116,8 @@ class FineTuneDataArguments(TaskInputArguments, SNIArguments):
             self.eval_tasks = ",".join(self.eval_tasks)
         if isinstance(self.custom_task, str):  # given on the command line as YAML/JSON text
             self.custom_task = parse_custom_task(self.custom_task)
+        if self.instruction_options is None:  # FLAN's templates carry their options, as FLAN trains on them
+            self.instruction_options = self.instruction_templates != constants.INSTRUCTION_FORMATS[0]
         check_instruction_flags(self)
         if isinstance(self.data_dir, str):
             self.data_dir = [self.data_dir]

@@ -5,7 +5,13 @@ from pathlib import Path
 
 from constants import NO_TASK
 from t5kit.config import checks
-from t5kit.config.arguments import ModelSourceArguments, TaskInputArguments, check_choices, check_positive
+from t5kit.config.arguments import (
+    LABEL_SCORING_CHOICES,
+    ModelSourceArguments,
+    TaskInputArguments,
+    check_choices,
+    check_positive,
+)
 from t5kit.errors import UsageError
 
 INPUT_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".tsv")
@@ -50,6 +56,10 @@ class PredictArguments(TaskInputArguments, ModelSourceArguments):
                 "(fp32 weights, bf16 matmuls): casting the weights once is faster for decoding. Unset: on where the "
                 "hardware computes bf16 (a GPU of Ampere or newer, a CPU with AVX512-BF16 or AMX), off elsewhere; "
                 "false keeps fp32 (predictions as fine-tuning evaluated them)."})
+    fp16: bool = field(default=False, metadata={
+        "help": "Predict with the model's weights cast to fp16, the feed-forward output projections kept and computed "
+                "in fp32 so that T5's activations cannot overflow (model/precision.py): for GPUs without bf16 (V100, "
+                "T4). Not the training scripts' --fp16 (autocast with loss scaling). Not with --bf16."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
     backend: str = field(default="torch", metadata={
         "help": "torch (transformers' generate) or ctranslate2 (the C++ engine: a run's fresh MODEL/ctranslate2 "
@@ -74,10 +84,16 @@ class PredictArguments(TaskInputArguments, ModelSourceArguments):
         check_output_file(Path(self.output_file), self.overwrite)
         for flag in ("num_beams", "max_new_tokens", "batch_size"):
             check_positive(flag, getattr(self, flag))
+        self.label_scoring = self.label_scoring or LABEL_SCORING_CHOICES[0]  # unset: generate (no held-out tasks)
         if self.label_scoring == "rank" and self.num_beams > 1:
             raise UsageError("--num_beams applies to generation; --label_scoring rank scores every label word")
-        self.bf16 = checks.inference_precision(self.bf16, self.use_cpu)
+        if self.fp16 and self.bf16:
+            raise UsageError("--fp16 and --bf16 are both set; pick one (bf16 where the hardware has it)")
+        self.bf16 = False if self.fp16 else checks.inference_precision(self.bf16, self.use_cpu)
         check_positive("threads", self.threads)
+        if self.backend == "ctranslate2" and self.fp16:
+            raise UsageError("--fp16 casts the torch model's weights; CTranslate2 takes --compute_type float16 "
+                             "(or int8_float16)")
         if self.backend == "torch" and (self.compute_type != "default" or self.threads is not None):
             raise UsageError("--compute_type and --threads apply to --backend ctranslate2; the torch backend takes "
                              "--bf16 and --use_cpu")

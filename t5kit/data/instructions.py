@@ -1,6 +1,7 @@
 """FLAN's instruction templates on our tasks: `--instruction_templates flan` turns each example of a task FLAN covers
-into one of FLAN's templates filled with the row's fields, `--instruction_options true` fills in FLAN's "OPTIONS:"
-list, `--few_shot K` puts K training exemplars before it in FLAN's few-shot format.
+into one of FLAN's templates filled with the row's fields, FLAN's "OPTIONS:" list is filled in unless
+`--instruction_options false` (FLAN trains and evaluates with it), `--few_shot K` puts K training exemplars before it
+in FLAN's few-shot format.
 
 Sources, google-research/FLAN at e9e4ec6 (Apache-2.0): flan/templates.py (data/flan_templates.py), flan/tasks.py
 `_process_<task>` (each task's fields and options; FLAN indexes the options by the label id, so a label's answer is
@@ -23,9 +24,11 @@ count or resumption. Exemplars take the example's template, as in FLAN's few-sho
 Label words become FLAN's answers (task_vals["labels"] maps each label id to its option), so metrics (which score
 class indices) and --label_scoring rank (which ranks the label words) work unchanged; leaderboard files keep T5's
 words (task_vals["t5_labels"]). Three tasks differ from T5's format in kind, as FLAN casts them: WSC becomes a yes/no
-question on every row (classification, not T5's referent target); ReCoRD gives one example per query whose target and
-answers carry the rest of the query (meta["answers"], ["query_right"]); COPA's answers are the row's own choices
-(task_vals["row_options"], meta["options"]), which metrics and leaderboard files read per row and rank scoring cannot.
+question on every row (classification, not T5's referent target), on super_glue/wsc's span texts as published (T5
+reads wsc.fixed, whose repairs change 88 train and 8 validation rows); ReCoRD gives one example per query whose
+target and answers carry the rest of the query (meta["answers"], ["query_right"]); COPA's answers are the row's own
+choices (task_vals["row_options"], meta["options"]), which metrics and leaderboard files read per row and rank
+scoring cannot.
 """
 import collections
 import logging
@@ -225,15 +228,18 @@ def flan_task_vals(task_vals, templates, options, few_shot) -> dict:
         raise UsageError(f"--instruction_templates {templates}: FLAN has no templates for {name}{why}; it formats "
                          f"{', '.join(FLAN_TASKS)}. Drop the task or pass --instruction_templates none")
     flan_task = FLAN_TASKS[name]
-    if name == "super_glue/wsc":  # _process_wsc: is span2 span1? yes/no on every row, not T5's referent target
+    if name == "super_glue/wsc":  # _process_wsc: is span2 span1? yes/no on every row, not T5's referent target;
+        # FLAN reads tfds super_glue/wsc (not T5's wsc.fixed): the span texts as the files publish them
         task_vals = dict(task_vals, task_type="classification", labels={0: "False", 1: "True"},
-                         train_only_referents=False, example_format="glue")
+                         train_only_referents=False, example_format="glue", row_format="wsc",
+                         hub_name=(task_vals["hub_name"][0], "wsc"))
     task_vals = dict(task_vals, instructions={"format": templates, "options": bool(options),
                                               "few_shot": few_shot, "flan_pattern": flan_task.pattern})
     if name == "super_glue/copa":  # each row's answers are its own choices: metrics read them from the row's meta
         if not options:
-            raise UsageError(f"--instruction_templates {templates} for super_glue/copa needs --instruction_options "
-                             "true: its answers are each row's two choices, which only FLAN's OPTIONS list shows")
+            raise UsageError(f"--instruction_templates {templates} for super_glue/copa needs FLAN's OPTIONS list: its "
+                             "answers are each row's two choices, which only the list shows; drop "
+                             "--instruction_options false")
         task_vals["row_options"] = True
     elif task_vals["task_type"] == "classification":
         task_vals["t5_labels"] = task_vals["labels"]

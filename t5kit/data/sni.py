@@ -16,9 +16,12 @@ The sources, read exactly (tests/data/test_sni.py transcribes them and compares 
 Where they draw from Python's global random state (the shuffle, the target), we draw from --seed and the task name,
 so a run is reproducible: the test split keeps the same 100 instances as theirs (only the order differs), a training
 task keeps another random 100 of its instances, and an instance with several outputs trains on one drawn once
-rather than redrawn every batch. English tasks only by default (natural-instructions splits/README.md: the English
-track's tasks have English input and output; we also require English instructions). Evaluation scores each
-prediction against all of the instance's outputs (metrics.score_sni, the official evaluation).
+rather than redrawn every batch. English tasks only by default: natural-instructions splits/README.md defines the
+English track by its tasks' input and output language ("both task input and task output are in English"), so a
+task is kept when its Input_language and Output_language are ["English"] (its Instruction_language is not read).
+Evaluation scores each prediction against all of the instance's outputs (--sni_metric official, the benchmark's
+evaluation), or as nanoT5's train_utils.predict does (--sni_metric nanot5): against the drawn target, after the
+tokenizer round trip of nanot5_reference (metrics.score_sni).
 """
 import json
 import logging
@@ -37,7 +40,7 @@ TASKS_DIR = "tasks"
 DEFAULT_SPLIT_DIR = "splits/default"
 SPLIT_FILES = {"train": "train_tasks.txt", "test": "test_tasks.txt"}  # SplitPlan.split -> file in the split folder
 TEST_INSTANCES = 100  # ni_dataset.py: `all_instances[:100]` for the test split
-LANGUAGE_FIELDS = ("Input_language", "Output_language", "Instruction_language")
+LANGUAGE_FIELDS = ("Input_language", "Output_language")  # splits/README.md: the English track's definition
 TASK_KEYS = ("Definition", "Positive Examples", "Negative Examples", "Instances", "Categories")
 CLONE_HINT = "pass the root of a clone of github.com/allenai/natural-instructions"
 
@@ -177,6 +180,38 @@ def tk_instruct_input(task, name, instance, tokenizer, max_source_length, settin
     if len(ids) <= max_source_length:
         return source, False
     return tokenizer.decode(ids[:max_source_length], skip_special_tokens=True), True
+
+
+# ------------------------------------------------------------------------------------ nanoT5's decoded texts
+# --sni_metric nanot5 scores as PiotrNawrot/nanoT5 @ 1375b38 nanoT5/utils/train_utils.py `predict` does: generations
+# and batch["labels"] (DataCollatorForNI: one output drawn per instance, tokenized with max_length=max_target_len and
+# truncation) decoded with skip_special_tokens and clean_up_tokenization_spaces, stripped; then
+# `evaluate.load("rouge").compute(use_stemmer=True, use_aggregator=False)`, which (huggingface/evaluate
+# metrics/rouge/rouge.py `_compute`) builds RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer=True,
+# tokenizer=None) and returns, per type, the F-measure of scorer.score(reference, prediction) for each row (one
+# reference a row: not score_multi); nanoT5 logs sum(rougeL) * 100 / len(rougeL), unrounded (metrics.nanot5_rouge_l).
+# The one difference: nanoT5 draws the output from Python's global random state at each evaluation; the reference
+# here is the split's target, drawn once from --seed and the task (read_sni_split).
+def clean_up_tokenization(text: str) -> str:
+    """transformers' PreTrainedTokenizerBase.clean_up_tokenization (as transformers 5.24 has it; tests/data/test_sni.py
+    compares), which nanoT5's decode(..., clean_up_tokenization_spaces=True) applies to the decoded text (nanoT5 ran
+    transformers 4.30.2, assets/env_dump/pip_freeze.txt)."""
+    return (text.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",").replace(" ' ", "'")
+            .replace(" n't", "n't").replace(" 'm", "'m").replace(" 's", "'s").replace(" 've", "'ve")
+            .replace(" 're", "'re"))
+
+
+def nanot5_text(decoded: str) -> str:
+    """A text as nanoT5's predict() hands it to the metric: decoded without special tokens (done by the caller),
+    spaces cleaned up, stripped (train_utils.py `decode`)."""
+    return clean_up_tokenization(decoded).strip()
+
+
+def nanot5_reference(tokenizer, target, max_target_length) -> str:
+    """The reference nanoT5 scores a prediction against: DataCollatorForNI's label (the drawn output, tokenized with
+    max_length=max_target_len, truncation=True), then train_utils.predict's decode of batch["labels"]."""
+    ids = tokenizer(target, max_length=max_target_length, truncation=True, verbose=False)["input_ids"]
+    return nanot5_text(tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
 
 
 # ------------------------------------------------------------------------------------------------------ a split

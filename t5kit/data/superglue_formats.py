@@ -137,15 +137,16 @@ WSC_SPECIAL_INPUTS = {
 }
 
 
-def wsc_rows(raw, labelled):
+def wsc_rows(raw, labelled, fixed=True):
     """The official file nests the spans under "target"; TFDS flattens them and, in wsc.fixed (the config T5
-    reads, as the hub's), repairs span texts that are not in the text (`_fix_wst`, see wsc_fixed_span)."""
+    reads, as the hub's), repairs span texts that are not in the text (`_fix_wst`, see wsc_fixed_span). fixed=False:
+    TFDS's super_glue/wsc config (FLAN's source, flan/tasks.py), the span texts as the file publishes them."""
     target = raw.get("target")
     if not isinstance(target, dict) or any(key not in target for key in WSC_SPAN_KEYS) \
             or not isinstance(raw.get("text"), str) or "idx" not in raw or (labelled and raw.get("label") is None):
         return None
     spans = {key: target[key] for key in WSC_SPAN_KEYS}
-    for span in ("span1", "span2"):
+    for span in ("span1", "span2") if fixed else ():
         spans[f"{span}_text"] = wsc_fixed_span(raw["text"], spans[f"{span}_text"], spans[f"{span}_index"])
     if None in spans.values():
         return None
@@ -314,7 +315,9 @@ def glue_examples(task_vals, row):
     return [Example(format_input(task_vals, row), target, {"idx": row.get("index", row.get("idx"))})]
 
 
-FILE_ROWS = {"multirc": multirc_rows, "record": record_rows, "wsc_simple": wsc_rows}
+# "wsc": super_glue/wsc as published (FLAN's WSC, instructions.flan_task_vals); "wsc_simple": wsc.fixed (T5's)
+FILE_ROWS = {"multirc": multirc_rows, "record": record_rows, "wsc_simple": wsc_rows,
+             "wsc": lambda raw, labelled: wsc_rows(raw, labelled, fixed=False)}
 EXAMPLES = {"glue": glue_examples, "multirc": multirc_examples, "record": record_examples,
             "wsc_simple": wsc_examples, "wnli_simple": wnli_examples, "axg": axg_examples}
 SPLIT_CHECKS = {"axg": check_axg_pairs}  # row_format -> check of a split's rows as a whole, before formatting

@@ -102,19 +102,6 @@ def resolve_run_tasks(selection: TaskSelection) -> list:
                            selection.few_shot) for task_vals in tasks]
 
 
-def check_label_scoring(label_scoring, tasks):
-    """Rank scoring needs label words: refused when no task has them, noted when only some do."""
-    if label_scoring != "rank":
-        return
-    without = [t["name"] for t in tasks if t["task_type"] != "classification" or t.get("row_options")]
-    if len(without) == len(tasks):
-        raise UsageError(f"--label_scoring rank scores label words, and {without[0]} is a {tasks[0]['task_type']} "
-                         "task without them; use --label_scoring generate")
-    if without:
-        logger.info("--label_scoring rank applies to classification tasks; %s are evaluated by generation",
-                    ", ".join(without))
-
-
 def task_label(task_vals, tasks) -> str:
     """Short task name for result keys and file names; benchmark-qualified when two benchmarks share it."""
     benchmark, task = task_vals["name"].split("/")
@@ -140,6 +127,13 @@ def untrainable_message(tasks):
             "--tasks")
 
 
+def sni_task(task_vals, metric) -> dict:
+    """The SNI task with the metric its splits are scored with (metrics.score_sni): --sni_metric nanot5 reports
+    Rouge-L alone, as nanoT5 does."""
+    names = ("rougeL",) if metric == "nanot5" else task_vals["metric_names"]
+    return dict(task_vals, sni_metric=metric, metric_names=names)
+
+
 def plan_splits(tasks, spec: TaskDataSpec, do_train=True, do_eval=True, do_predict=False) -> list:
     """Every split the run will read, checked against the flags before any data or model is loaded. A task without
     a split for a role is left out of that role (logged); a training run without any training split is refused,
@@ -148,6 +142,7 @@ def plan_splits(tasks, spec: TaskDataSpec, do_train=True, do_eval=True, do_predi
         raise UsageError("nothing to do: pass --do_train, --do_eval or --do_predict true")
     if any(task.get("row_format") == sni.ROW_FORMAT for task in tasks):  # its checkout, before anything is written
         sni.check_checkout(spec, ["train"] * do_train + ["test"] * do_eval)
+        tasks = [sni_task(t, spec.sni.metric) if t.get("row_format") == sni.ROW_FORMAT else t for t in tasks]
     files = spec.local_files
     files_mode = any(files.values())
     if files_mode and spec.test_file and not do_predict:
@@ -333,6 +328,9 @@ def build_sni_split(plan, spec, tokenizer, seed) -> TaskSplit:
     max_target = target_length(plan.task_vals, spec, tokenizer)
     dataset, cut = tokenize_split(tokenizer, examples.inputs, examples.targets, spec.max_source_length,
                                   max_target)
+    if plan.role != "train":  # the reference --sni_metric nanot5 scores against: the target as nanoT5 decodes it
+        examples.meta = [dict(row, nanot5_reference=sni.nanot5_reference(tokenizer, target, max_target))
+                         for row, target in zip(examples.meta, examples.targets)]
     stats = dict(examples.stats, unlabeled=0, used=len(examples.inputs), **cut)
     return TaskSplit(plan, examples.inputs, examples.targets, examples.meta, dataset, stats, max_target)
 

@@ -17,9 +17,10 @@ from transformers import (
 )
 
 import constants
+from t5kit.config.arguments import looks_like_a_folder
 from t5kit.config.checks import apply_config_overrides
 from t5kit.errors import UsageError
-from t5kit.model import t5_flex_attention  # registers --attn_implementation t5_flex with transformers
+from t5kit.model import precision, t5_flex_attention  # t5_flex_attention registers --attn_implementation t5_flex
 
 logger = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
@@ -148,12 +149,18 @@ def has_untied_output_layer(model) -> bool:
 
 def load_model_config(name_or_path, cache_dir=None, trust_remote_code=False):
     """The config of an existing model, refusing anything that is not a T5 model: checked before the tokenizer,
-    so that a folder of another architecture is reported as such, not as a tokenizer problem."""
+    so that a folder of another architecture is reported as such, not as a tokenizer problem. A path that can only
+    be a folder and does not exist is said so, not sent to the hub (whose client answers that it is no repo id);
+    every script that loads a model (training, predict_t5.py's backends, export_t5.py) passes here first."""
+    if looks_like_a_folder(name_or_path) and not Path(name_or_path).expanduser().exists():
+        raise UsageError(f"--model_name_or_path {name_or_path}: no such folder; pass a saved model folder (one "
+                         "holding config.json) or a hub name such as google-t5/t5-small")
     try:
         config = AutoConfig.from_pretrained(name_or_path, cache_dir=cache_dir, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
+        local = "" if Path(name_or_path).exists() else f" (nor is there a local folder {name_or_path})"
         raise UsageError(f"cannot load model {name_or_path!r} (--model_name_or_path): "
-                         f"{str(err).splitlines()[0]}") from None
+                         f"{str(err).splitlines()[0]}{local}") from None
     if not getattr(config, "is_encoder_decoder", False) or config.model_type not in T5_MODEL_TYPES:
         kind = "an encoder-decoder" if getattr(config, "is_encoder_decoder", False) else "not an encoder-decoder"
         raise UsageError(f"--model_name_or_path {name_or_path} is a {config.model_type} model ({kind}), not a T5 "
@@ -215,10 +222,10 @@ def choose_attn_implementation(model, requested):
     return requested
 
 
-def build_model(model_args, tokenizer, use_cpu=False, activation_dtype="float32"):
+def build_model(model_args, tokenizer, use_cpu=False, activation_dtype="float32", fp16=False):
     """Random init from --model_size, or the model at --model_name_or_path; resized to the tokenizer. `use_cpu`
-    (--use_cpu): training stays on the CPU even where a GPU is visible; `activation_dtype` (--activation_dtype):
-    bfloat16 keeps the residual stream in bf16 under autocast (cast_residual_stream_under_autocast)."""
+    (--use_cpu): training stays on the CPU even where a GPU is visible; `activation_dtype` (--activation_dtype) and
+    `fp16` (--fp16): what the model computes in under autocast (model/precision.py)."""
     if model_args.attn_implementation == t5_flex_attention.NAME:
         t5_flex_attention.check_gpu_generation(use_cpu)
     if model_args.model_name_or_path:
@@ -237,9 +244,7 @@ def build_model(model_args, tokenizer, use_cpu=False, activation_dtype="float32"
                 is not None else "the model's own" if model_args.model_name_or_path else "random init default")
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
-    cast_position_bias_under_autocast(model)
-    if activation_dtype == "bfloat16":
-        cast_residual_stream_under_autocast(model)
+    precision.prepare_model(model, fp16, activation_dtype)
     model.set_attn_implementation(choose_attn_implementation(model, model_args.attn_implementation))
     warn_if_t5_attention_runs_unfused(transformers.__version__)
     return model
@@ -252,41 +257,6 @@ def warn_if_t5_attention_runs_unfused(version):
         logger.warning("transformers %s gives SDPA a non-contiguous T5 position-bias mask, so every attention runs "
                        "unfused (23 %% more time per step on an H100); pip install 'transformers>=%s'",
                        version, FUSED_T5_ATTENTION_SINCE)
-
-
-def cast_position_bias_under_autocast(model):
-    """Under bf16/fp16 autocast T5's relative position bias leaves its embedding (an fp32 weight) in fp32, and so
-    does the additive attention mask built from it while queries and keys are bf16: SDPA then refuses its fused
-    kernels ("invalid dtype for bias") and runs the unfused math path. Casting the bias to the autocast dtype gives
-    SDPA one dtype; without autocast (fp32 training) the hook returns the bias unchanged."""
-    for module in model.modules():
-        if getattr(module, "has_relative_attention_bias", False):  # the T5 family's attention classes
-            for bias in ("relative_attention_bias", "global_relative_attention_bias"):  # the second: LongT5 TGlobal
-                if isinstance(getattr(module, bias, None), torch.nn.Embedding):
-                    getattr(module, bias).register_forward_hook(_output_to_autocast_dtype)
-
-
-def cast_residual_stream_under_autocast(model):
-    """--activation_dtype bfloat16, T5X's bf16 activations with fp32 parameters. Under autocast only the matmuls run
-    in bf16: T5's residual stream starts as the fp32 output of its embedding and every residual add of a bf16 layer
-    output keeps it fp32, so the adds, dropouts and norms between the matmuls read and write fp32. Casting the
-    encoder's and decoder's embedding outputs makes that stream bf16 from the first layer on, as in T5X (its
-    `activation_dtype`), halving that traffic; the norms still compute their variance in fp32, the loss stays fp32,
-    and parameters, gradients and optimizer states keep their fp32. Without autocast (fp32 runs, predict_t5) the
-    hooks return the embeddings unchanged. Returns the number of modules hooked: 1 where both stacks read `shared`
-    (share_input_embedding), 2 where each holds its own."""
-    stacks = (model.get_encoder(), model.get_decoder())
-    modules = {id(stack.embed_tokens): stack.embed_tokens for stack in stacks}.values()
-    for module in modules:
-        module.register_forward_hook(_output_to_autocast_dtype)
-    return len(modules)
-
-
-def _output_to_autocast_dtype(module, inputs, output):
-    device_type = output.device.type
-    if torch.is_autocast_enabled(device_type):
-        return output.to(torch.get_autocast_dtype(device_type))
-    return output
 
 
 def add_mode_tokens(tokenizer, tokens):
@@ -314,14 +284,14 @@ def add_mode_tokens(tokenizer, tokens):
     return missing
 
 
-def load_tokenizer_and_model(model_args, use_cpu=False, mode_tokens=(), activation_dtype="float32"):
+def load_tokenizer_and_model(model_args, use_cpu=False, mode_tokens=(), activation_dtype="float32", fp16=False):
     """Step 5 of every entry script: the checked tokenizer (with UL2's paradigm tokens where the objective has
     them), then the model sized to it."""
     if model_args.model_name_or_path:  # a folder of another architecture is a model problem, said as such
         load_model_config(model_args.model_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
     tokenizer = load_tokenizer(model_args.tokenizer_name_or_path, model_args.cache_dir, model_args.trust_remote_code)
     add_mode_tokens(tokenizer, mode_tokens)
-    return tokenizer, build_model(model_args, tokenizer, use_cpu, activation_dtype)
+    return tokenizer, build_model(model_args, tokenizer, use_cpu, activation_dtype, fp16)
 
 
 def count_parameters(model):

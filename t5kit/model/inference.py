@@ -15,6 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from metrics import rank_label_words
+from t5kit.model import precision
 
 DECODER_START_TOKENS = 1  # T5 starts decoding from one pad token, which generate's max_length counts
 
@@ -44,13 +45,16 @@ def pad_batch(rows, pad_id, device):
     return input_ids.to(device), attention_mask.to(device)
 
 
-def place_model(model, device, bf16):
-    """The model on `device`, its weights cast to bf16 where asked. Weights in bf16 rather than bf16 autocast: autocast
+def place_model(model, device, bf16=False, fp16=False):
+    """The model on `device`, its weights cast to bf16 or fp16 where asked (fp16: precision.cast_to_fp16_weights,
+    the feed-forward outputs kept and computed in fp32). Weights in bf16 rather than bf16 autocast: autocast
     keeps the fp32 weights and T5's fp32 residual stream, and casts the activations (and once a batch the weights)
     for every matmul, at every decoding step. On a CPU with AMX (2 cores, t5-small, 2026-11-26, bench/predict.py)
     bf16 weights predicted 1.53x as many examples a second as autocast over the seven GLUE dev sets and 1.63x on
     64-token translation, with the same predictions (docs/inference.md). bf16 keeps fp32's exponent range, so T5's
     activations do not overflow as they can in fp16."""
+    if fp16:
+        return precision.cast_to_fp16_weights(model.to(device))
     return model.to(device=device, dtype=torch.bfloat16 if bf16 else None)
 
 

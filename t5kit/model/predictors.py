@@ -7,7 +7,7 @@
     predictor.description                                       # "cpu bf16", "CTranslate2 on cpu (float32)"
 
 Both take the same token ids (EOS last) and give one prediction per row in input order, from length-sorted batches:
-- torch: the model with transformers' generate (inference.py), its weights cast to bf16 where asked;
+- torch: the model with transformers' generate (inference.py), its weights cast to bf16 or fp16 where asked;
 - ctranslate2: a CTranslate2 Translator (ctranslate2_backend.py) on a run's fresh export, an export folder, or a
   conversion made now (ctranslate2_export.open_translator).
 A new backend is a class here with `tokenizer`, `description` and `predict`, its loader in LOADERS, its name in the
@@ -23,19 +23,20 @@ from t5kit.model import building, ctranslate2_backend, ctranslate2_export, infer
 
 @dataclass(frozen=True)
 class PredictorSettings:
-    """What a backend may take of predict_t5.py's flags: the device, torch's bf16 weights, CTranslate2's compute type
-    and CPU workers."""
+    """What a backend may take of predict_t5.py's flags: the device, torch's bf16 or fp16 weights, CTranslate2's
+    compute type and CPU workers."""
 
     use_cpu: bool = False
     bf16: bool = False
+    fp16: bool = False
     compute_type: str = "default"
     threads: Optional[int] = None
 
 
 class TorchPredictor:
-    def __init__(self, model, tokenizer, device, bf16):
-        self.model, self.tokenizer = inference.place_model(model, device, bf16), tokenizer
-        self.description = f"{device}{' bf16' if bf16 else ''}"
+    def __init__(self, model, tokenizer, device, bf16=False, fp16=False):
+        self.model, self.tokenizer = inference.place_model(model, device, bf16, fp16), tokenizer
+        self.description = f"{device}{' bf16' if bf16 else ' fp16' if fp16 else ''}"
 
     def predict(self, input_ids, batch_size, **options) -> list:
         return inference.predict(self.model, self.tokenizer, input_ids, batch_size, **options)
@@ -54,7 +55,8 @@ def load_torch(model_name_or_path, load_tokenizer, settings: PredictorSettings) 
     building.load_model_config(model_name_or_path)  # a folder of another architecture: a model problem, said so
     tokenizer = load_tokenizer()
     device = "cuda" if torch.cuda.is_available() and not settings.use_cpu else "cpu"
-    return TorchPredictor(building.load_pretrained_t5(model_name_or_path), tokenizer, device, settings.bf16)
+    return TorchPredictor(building.load_pretrained_t5(model_name_or_path), tokenizer, device, settings.bf16,
+                          settings.fp16)
 
 
 def load_ctranslate2(model_name_or_path, load_tokenizer, settings: PredictorSettings) -> CTranslate2Predictor:

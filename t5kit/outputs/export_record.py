@@ -16,6 +16,7 @@ from pathlib import Path
 from t5kit.errors import UsageError
 from t5kit.model import ctranslate2_backend
 from t5kit.model.ctranslate2_export import EXPORT_DIR, RECORD_FILE, export_sha256, weights_sha256
+from t5kit.outputs import save_failures
 from t5kit.outputs.atomic_files import publish_folder, write_json
 from t5kit.outputs.run_folder import MODEL_CARD_FILE
 from t5kit.outputs.run_record import package_versions
@@ -23,6 +24,7 @@ from t5kit.outputs.run_record import package_versions
 logger = logging.getLogger(__name__)
 
 VERSIONED = ("ctranslate2", "transformers", "torch")
+QUANTIZED_BYTES = {"float32": 4, "bfloat16": 2, "int8": 1, "int8_float32": 1}  # bytes a weight takes in model.bin
 
 
 def default_output_dir(model_dir):
@@ -43,11 +45,14 @@ def check_output_dir(out, overwrite) -> Path:
 def build_export(model_dir, out, quantization, check=None, overwrite=False) -> Path:
     """Converts model_dir into a temporary folder beside `out`, copies the model card, runs check(folder) (the
     probe: its dict goes into the record), writes the record and publishes the folder as `out` in one rename.
-    A crash leaves `out` as it was."""
+    A crash leaves `out` as it was, the temporary folder removed; a disk that refuses the writes is one error line."""
     out = check_output_dir(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with save_failures.refusing_failed_writes("--output_dir", out, "the CTranslate2 export",
+                                              lambda: export_bytes(model_dir, quantization),
+                                              cleanup=lambda: shutil.rmtree(staging, ignore_errors=True),
+                                              rerun="rerun export_t5.py"):
         ctranslate2_backend.convert(model_dir, staging, quantization)
         if (Path(model_dir) / MODEL_CARD_FILE).is_file():  # the task predict_t5.py reads from the card
             shutil.copy2(Path(model_dir) / MODEL_CARD_FILE, staging / MODEL_CARD_FILE)
@@ -58,9 +63,12 @@ def build_export(model_dir, out, quantization, check=None, overwrite=False) -> P
             "export_sha256": export_sha256(staging), "quantization": quantization, "probe": probe,
             "versions": package_versions(VERSIONED)})
         publish_folder(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
+
+
+def export_bytes(model_dir, quantization):
+    """About what an export takes: the source's weights (float32 as saved) scaled to the export's weight type."""
+    weights = sum(path.stat().st_size for path in Path(model_dir).glob("model*.safetensors"))
+    return weights * QUANTIZED_BYTES.get(quantization, 4) // 4
 
 

@@ -65,6 +65,9 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits, pack
     packing_note: how the training rows were packed (model/packed_training.Packing.card_note)."""
     record, secrets = run.record, secret_values()
     names = [task["name"] for task in tasks]
+    evaluation = summary.get("evaluation", {})
+    scoring = {split.task_vals["name"]: evaluation[split.key]["label_scoring"] for split in eval_splits
+               if split.key in evaluation}  # how each evaluated task is predicted: rank or generate
     per_task = summary["per_task_metrics"]
     results, rows = [], []
     for split in eval_splits:
@@ -85,7 +88,7 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits, pack
         **{CARD_SECTION: {"script": run.script, "tasks": names, "custom_tasks": custom,
                           "max_source_length": record["max_source_length"],
                           "max_target_length": record.get("max_target_length"),
-                          "label_scoring": record["label_scoring"],
+                          "label_scoring": scoring,
                           "instruction_templates": record.get("instruction_templates", "none"),
                           "eval_tasks": [t["name"] for t in tasks if t.get("held_out")]}})
     data_rows = [(key, stats["rows"], stats["used"], stats["malformed"], stats["truncated_inputs"])
@@ -97,11 +100,8 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits, pack
     max_new_tokens = first.max_target_length if first else record.get("max_target_length") or 128
     objective = "\n".join(sni_objective(task, summary) if task.get("row_format") == "sni" else task_line(task)
                           for task in tasks)
-    scoring = ("Classification tasks are predicted by ranking the label words (`--label_scoring rank`)."
-               if record["label_scoring"] == "rank" else "Predictions are generated and must equal a label word "
-               "(anything else counts as wrong).")
-    if all(task.get("row_format") == "sni" for task in tasks):
-        scoring = "Predictions are generated and scored against every output of their instance."
+    scoring_text = sni_scoring(summary) if all(task.get("row_format") == "sni" for task in tasks) else \
+        scoring_sentence(scoring, record["label_scoring"])
     format_name = ("FLAN's instruction templates (google-research/FLAN flan/templates.py) on T5's text-to-text tasks"
                    if any(task.get("instructions") for task in tasks) else "T5's text-to-text format")
     hyperparameters, training_results = hf_training_sections(trainer)
@@ -118,7 +118,7 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits, pack
         data_table=markdown_table(("split", "rows read", "rows used", "malformed", "inputs truncated"), data_rows)
         + f"\n\nSource: {source_of(record)}. Inputs up to {record['max_source_length']} tokens."
         + (f" {packing_note}" if packing_note else ""),
-        objective=f"{format_name}:\n\n{objective}\n\n{scoring}",
+        objective=f"{format_name}:\n\n{objective}\n\n{scoring_text}",
         flags_table=flags_table(record, trainer.state.global_step), hyperparameters=hyperparameters,
         training_results=training_results,
         usage_python=usage_python(where, example, max_new_tokens, keep_sentinels=False),
@@ -129,6 +129,18 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits, pack
                           "--task none with inputs already in a template" if any(t.get("instructions") for t in tasks)
                           else "")),
         reproduce=reproduce_commands(run, secrets), versions=versions_list(record))
+
+
+def scoring_sentence(scoring, label_scoring) -> str:
+    """How the evaluated tasks were predicted; scoring: task name -> "rank" | "generate"."""
+    ranked = [f"`{name}`" for name, how in scoring.items() if how == "rank"]
+    generated = "Predictions are generated and must equal a label word exactly (anything else is wrong and invalid)."
+    if not ranked:
+        return generated
+    why = f"--label_scoring {label_scoring}" if label_scoring else \
+        "--label_scoring unset: held-out tasks in FLAN's templates are ranked, as FLAN scores them"
+    text = f"{', '.join(ranked)}: predicted by ranking the label words, never invalid ({why})."
+    return text + (f" Other tasks: {generated[0].lower()}{generated[1:]}" if len(ranked) < len(scoring) else "")
 
 
 def source_of(record) -> str:
@@ -143,11 +155,28 @@ def source_of(record) -> str:
 SNI_TASKS_SHOWN = 20  # a card names this many SNI tasks per split, then counts the rest
 
 
+SNI_METRIC_TEXTS = {
+    "official": "scored by the official evaluation (natural-instructions eval/automatic/evaluation.py, "
+                "`--sni_metric official`): exact match and Rouge-L, each the best over all of the instance's outputs",
+    "nanot5": "scored as nanoT5 reports it (`--sni_metric nanot5`, the metric of nanoT5's published figures): "
+              "Rouge-L against one drawn output, round-tripped through the tokenizer and cut to the target length, "
+              "with `evaluate`'s rouge (Porter stemmer), the mean over instances"}
+
+
+def sni_metric_of(summary) -> str:
+    return next((how["sni_metric"] for how in summary.get("evaluation", {}).values() if "sni_metric" in how),
+                "official")
+
+
+def sni_scoring(summary) -> str:
+    return f"Predictions are generated and {SNI_METRIC_TEXTS[sni_metric_of(summary)]}."
+
+
 def sni_objective(task_vals, summary) -> str:
     """The card's lines for Super-NaturalInstructions: its format and the tasks of each split (the split stats)."""
     lines = [f"- `{task_vals['name']}`: Super-NaturalInstructions in the Tk-Instruct format nanoT5 fine-tunes on "
              "(the task's definition, its positive examples, then the instance; target: one of the instance's "
-             "outputs), scored by the official evaluation's exact match and Rouge-L against all its outputs"]
+             "outputs)"]
     for key, stats in summary["data"].items():
         if key.startswith(f"{task_vals['name'].split('/')[1]}/") and "tasks" in stats:
             names, split = stats["tasks"], key.rsplit("/", 1)[1]

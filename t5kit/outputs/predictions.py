@@ -60,13 +60,15 @@ def is_correct(task_vals, target, prediction, meta):
 
 def prediction_rows(split, predictions) -> list:
     """One dict per row: input, target, prediction, and whether it is correct (None for unlabeled rows). SNI rows
-    add what its official evaluation reads: the instance id, its task and all its references."""
+    add what its official evaluation reads (the instance id, its task and all its references) and the reference
+    --sni_metric nanot5 scores against (nanot5_reference), so that either metric can score the file."""
     rows = [{"input": text, "target": target, "prediction": prediction,
              "correct": is_correct(split.task_vals, target, prediction, meta)}
             for text, target, prediction, meta in zip(split.inputs, split.targets, predictions, split.meta)]
     if split.task_vals.get("row_format") == "sni":
         for row, meta in zip(rows, split.meta):
-            row.update(id=meta["id"], task=meta["task"], references=meta["references"])
+            row.update(id=meta["id"], task=meta["task"], references=meta["references"],
+                       **{key: meta[key] for key in ("nanot5_reference",) if key in meta})
     return rows
 
 

@@ -27,7 +27,9 @@ logger = logging.getLogger(__name__)
 STALE_HEARTBEATS = 3  # missed heartbeats before another agent declares a trial's agent dead
 SQLITE_BUSY_TIMEOUT_S = 60  # agents sharing one SQLite file wait this long for its write lock
 SERVER_CONNECT_TIMEOUT_S = 10
+SCHEMA_ATTEMPTS = 3  # tries at opening a fresh database whose tables other agents are creating at the same time
 JOURNAL_PREFIX = "journal://"
+POSTGRES_URL, POSTGRES_DRIVER_URL = "postgresql://", "postgresql+psycopg://"
 AGENT_ATTR, HEARTBEAT_ATTR, FAIL_REASON_ATTR = "sweep_agent", "sweep_heartbeat", "fail_reason"
 
 
@@ -51,13 +53,34 @@ def open_storage(url):
             return optuna.storages.JournalStorage(backend)
         connect_args = ({"timeout": SQLITE_BUSY_TIMEOUT_S} if url.startswith("sqlite") else
                         {"connect_timeout": SERVER_CONNECT_TIMEOUT_S} if url.startswith(("postgres", "mysql")) else {})
-        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": connect_args})
+        return open_database(with_driver(url), connect_args)
     except ImportError as err:
-        raise UsageError(f"--storage {redact(url)}: database driver missing ({err}); pip install psycopg2-binary "
+        raise UsageError(f"--storage {redact(url)}: database driver missing ({err}); pip install 'psycopg[binary]' "
                          "(PostgreSQL) or PyMySQL (MySQL)") from None
     except Exception as err:  # sqlalchemy raises many types for a bad URL or an unreachable server
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UsageError(f"--storage {redact(url)} cannot be opened: {first}") from None
+
+
+def open_database(url, connect_args, attempts=SCHEMA_ATTEMPTS):
+    """RDBStorage on a database server. Agents started at once on a fresh database all create Optuna's tables, and
+    the server refuses all but one (a duplicate type or table): the others try again, and find the tables made."""
+    import sqlalchemy.exc
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": connect_args})
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            if attempt == attempts:
+                raise
+            logger.info("another agent is creating the study tables in %s; trying again", redact(url))
+            time.sleep(attempt)
+
+
+def with_driver(url):
+    """A postgresql:// URL names psycopg (3), the driver requirements.txt installs: SQLAlchemy's default for it is
+    psycopg2 before 2.1 and psycopg from 2.1 on. A URL that names its driver (postgresql+psycopg2://) keeps it."""
+    return POSTGRES_DRIVER_URL + url[len(POSTGRES_URL):] if url.startswith(POSTGRES_URL) else url
 
 
 def redact(url):

@@ -10,7 +10,7 @@ from optuna.trial import TrialState
 from transformers import HfArgumentParser
 
 from t5kit.config import parsing, script_flags
-from t5kit.errors import UsageError, unknown_name_message
+from t5kit.errors import UsageError, one_line, unknown_name_message
 from t5kit.sweep import report as sweep_report
 from t5kit.sweep import space as sweep_space
 from t5kit.sweep import storage as sweep_storage
@@ -123,7 +123,7 @@ def run_one(study, sweep, trial, base_configs, sweep_dir, args):
         return trial.should_prune()
 
     try:
-        outcome = sweep_trial.run_trial(argv, trial_dir, sweep_dir / "logs" / name,
+        outcome = sweep_trial.run_trial(argv, trial_dir, log_prefix(sweep_dir, trial.number),
                                         sweep_trial.trial_env(study.study_name, trial.number), sweep.metric, report,
                                         lambda: sweep_storage.beat(study, trial), args.heartbeat_interval)
     except BaseException:
@@ -131,6 +131,45 @@ def run_one(study, sweep, trial, base_configs, sweep_dir, args):
         study.tell(trial, state=TrialState.FAIL)
         raise
     return record_outcome(study, sweep, trial, outcome)
+
+
+def log_prefix(sweep_dir, number):
+    """SWEEP_DIR/logs/trial_NNNN: where trial NNNN's program logs go (trial.log_paths)."""
+    return Path(sweep_dir) / "logs" / f"trial_{number:04d}"
+
+
+def still_running(study, args, storage_url):
+    """Numbers of the trials other agents still run, once a dead agent's are marked FAIL: an agent that ends while
+    there are some leaves the report to the last agent, which sees every trial finished."""
+    with sweep_storage.agents_lock(storage_url):
+        sweep_storage.fail_stale_trials(study, args.heartbeat_interval)
+    return [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+
+
+def first_failure(study, sweep_dir):
+    """(number of FAIL trials, a line on the first one that ran a program: its error line and its log), or (0, "")."""
+    failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+    if not failed:
+        return 0, ""
+    logs = {t.number: sweep_trial.log_paths(log_prefix(sweep_dir, t.number))[1] for t in failed}
+    first = min(failed, key=lambda t: (not logs[t.number].is_file(), t.number))
+    said = sweep_trial.error_line(logs[first.number]) or one_line(first.user_attrs.get("fail_reason", ""))
+    where = f" (log: {logs[first.number]})" if logs[first.number].is_file() else ""
+    return len(failed), f"trial {first.number}: {said}{where}"
+
+
+def refuse_without_a_completed_trial(study, sweep_dir):
+    """An agent's sweep with no COMPLETE trial has no result: one error line (exit 2) with the first failure; with
+    one, the failures are a warning."""
+    trials = study.get_trials(deepcopy=False)
+    failed, first = first_failure(study, sweep_dir)
+    if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if failed:
+            logger.warning("%d of %d trials failed; the first, %s", failed, len(trials), first)
+        return
+    detail = f"{failed} of {len(trials)} failed; the first, {first}" if failed else f"{len(trials)} ended unfinished"
+    raise UsageError(f"no trial of study {study.study_name!r} completed: {detail}; fix that, then rerun with a "
+                     "larger --trials (failed trials count towards it) or another --study_name")
 
 
 def record_outcome(study, sweep, trial, outcome):

@@ -117,10 +117,25 @@ def stop_process_group(proc):
             continue
 
 
+def log_paths(log_prefix):
+    """Where a trial's program writes its stdout and stderr: SWEEP_DIR/logs/trial_NNNN.{stdout,stderr}.log."""
+    return Path(f"{log_prefix}.stdout.log"), Path(f"{log_prefix}.stderr.log")
+
+
+def error_line(stderr_path, limit=STDERR_TAIL_CHARS):
+    """What a failed program said last: its last `error:` line (a refusal), else its last line (a traceback's
+    exception); None without a log."""
+    if not Path(stderr_path).is_file():
+        return None
+    lines = [line.strip() for line in Path(stderr_path).read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    return (errors or lines or ["(nothing on stderr)"])[-1][:limit]
+
+
 def run_trial(argv, trial_dir, log_prefix, env, metric, report, heartbeat, heartbeat_interval):
     """Runs the program to the end, or until `report(value)` returns True (prune). Returns a TrialOutcome."""
     reader = EvalLogReader(Path(trial_dir) / EVAL_LOG_FILE, metric)
-    stdout_path, stderr_path = Path(f"{log_prefix}.stdout.log"), Path(f"{log_prefix}.stderr.log")
+    stdout_path, stderr_path = log_paths(log_prefix)
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     with open(stdout_path, "w") as out, open(stderr_path, "w") as err:
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, start_new_session=True)

@@ -17,6 +17,10 @@ nothing to delete); this mixin rotates afterwards, by step, never deleting the n
 (`state.best_model_checkpoint`) nor the checkpoint this run resumed from, and only once the new checkpoint is
 committed.
 
+A save the disk refuses (full, quota, file-size limit, permission) removes the staging folder at once and ends in
+one error line (outputs/save_failures.py): the last committed checkpoint is untouched and `auto` resumes from it.
+The final model is staged the same way (OUTPUT_DIR/.saving/model), its files then moved into OUTPUT_DIR.
+
 What a run resumes from is found once, at step 3 of the entry scripts (resume.py), and handed to the trainer as
 `resume_point=`; the NaN guard (--nan_policy) lives in nonfinite_guard.py, the pre-emption callback that the entry
 scripts list, in preemption.py.
@@ -31,6 +35,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 
 from t5kit.digests import file_sha256
 from t5kit.errors import UsageError
+from t5kit.outputs import save_failures
 from t5kit.outputs.atomic_files import give_weights_default_modes, write_json
 from t5kit.outputs.run_folder import asks_to_resume, list_checkpoints
 
@@ -40,6 +45,9 @@ STAGING_DIR = ".saving"  # starts with a dot: HF's and our checkpoint-N globs ne
 FULL_STATE_DICT = "FULL_STATE_DICT"  # torch's StateDictType name, which accelerate's FSDP plugin takes
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = 1
+FINAL_MODEL_STAGING = "model"  # OUTPUT_DIR/.saving/model: the final model, before its files move into OUTPUT_DIR
+
+
 def list_files(folder):
     """Relative paths of every file under folder except the manifest itself, sorted."""
     folder = Path(folder)
@@ -131,10 +139,32 @@ class SafeCheckpointMixin:
     # ---- the final model ----
     def save_model(self, output_dir=None, _internal_call=False):
         """Saves the model (the final one, or a checkpoint's: HF's _save_checkpoint calls this too), its weights
-        readable as the umask allows: safetensors writes them 0600 through a temporary file of its own."""
-        self.write_model(output_dir, _internal_call)
-        if self.args.should_save:
-            give_weights_default_modes(output_dir or self.args.output_dir)
+        readable as the umask allows: safetensors writes them 0600 through a temporary file of its own. The final
+        model is staged in OUTPUT_DIR/.saving/model and its files then moved into place, so that a save the disk
+        refuses leaves no partial file (one error line, save_failures.py)."""
+        output_dir = output_dir or self.args.output_dir
+        if _internal_call:
+            self.write_model(output_dir, _internal_call)
+            if self.args.should_save:
+                give_weights_default_modes(output_dir)
+            return
+        staging = Path(output_dir) / STAGING_DIR
+        staged = staging / FINAL_MODEL_STAGING
+        with save_failures.refusing_failed_writes(
+                "--output_dir", output_dir, "the final model",
+                lambda: save_failures.tensor_bytes(self.model.state_dict()),
+                cleanup=lambda: shutil.rmtree(staging, ignore_errors=True), rerun=save_failures.RESUME,
+                kept=lambda: untouched_checkpoint(output_dir)):
+            if self.args.should_save:
+                shutil.rmtree(staging, ignore_errors=True)
+            self.accelerator.wait_for_everyone()
+            self.write_model(str(staged), _internal_call)
+            self.accelerator.wait_for_everyone()  # every rank has written its part (DeepSpeed ZeRO-3)
+            if self.args.should_save:
+                give_weights_default_modes(staged)
+                for entry in sorted(staged.iterdir()):
+                    os.replace(entry, Path(output_dir) / entry.name)
+                shutil.rmtree(staging, ignore_errors=True)
 
     def write_model(self, output_dir, _internal_call):
         """The entry scripts' final save writes one model that from_pretrained reads, also under FSDP with sharded
@@ -163,22 +193,36 @@ class SafeCheckpointMixin:
         if self.args.should_save:
             shutil.rmtree(staging, ignore_errors=True)  # leftovers of a save that was killed
         self.accelerator.wait_for_everyone()  # no rank writes into staging before it is clean
-        self._staging = True
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self._staging = False
-        self.state.best_model_checkpoint = unstage(self.state.best_model_checkpoint, staging, run_dir)
-        self.accelerator.wait_for_everyone()  # every rank's shards are written before the commit
+        with save_failures.refusing_failed_writes(
+                "--output_dir", run_dir, name, lambda: self.checkpoint_bytes(run_dir),
+                cleanup=lambda: shutil.rmtree(staging, ignore_errors=True), rerun=save_failures.RESUME,
+                kept=lambda: untouched_checkpoint(run_dir)):
+            self._staging = True
+            try:
+                super()._save_checkpoint(model, trial)
+            finally:
+                self._staging = False
+            self.state.best_model_checkpoint = unstage(self.state.best_model_checkpoint, staging, run_dir)
+            self.accelerator.wait_for_everyone()  # every rank's shards are written before the commit
+            if self.args.should_save:
+                staged = staging / name
+                self.state.save_to_json(str(staged / TRAINER_STATE_NAME))  # with the final best-model path
+                write_manifest(staged)
+                commit(staged, run_dir / name)
+                logger.info("checkpoint %s committed (manifest.json written)", run_dir / name)
         if self.args.should_save:
-            staged = staging / name
-            self.state.save_to_json(str(staged / TRAINER_STATE_NAME))  # with the final best-model path
-            write_manifest(staged)
-            commit(staged, run_dir / name)
-            logger.info("checkpoint %s committed (manifest.json written)", run_dir / name)
             self.rotate(run_dir, run_dir / name)
             shutil.rmtree(staging, ignore_errors=True)  # the output folder keeps only committed checkpoints
         self.accelerator.wait_for_everyone()
+
+    def checkpoint_bytes(self, run_dir):
+        """What a checkpoint of this run takes: the newest committed one's size, else its weights and optimizer
+        state (the bulk of the first)."""
+        checkpoints = list_checkpoints(run_dir)
+        if checkpoints:
+            return save_failures.folder_bytes(checkpoints[-1])
+        optimizer = self.optimizer.state_dict() if self.optimizer is not None else {}
+        return save_failures.tensor_bytes(self.model.state_dict(), optimizer)
 
     def rotate(self, run_dir, saved):
         """Deletes the oldest checkpoints beyond --save_total_limit, keeping the new, best and resumed-from ones."""
@@ -196,6 +240,12 @@ class SafeCheckpointMixin:
             logger.info("deleting %s (--save_total_limit %d)", folder, limit)
             delete_checkpoint(folder, run_dir / STAGING_DIR)
             excess -= 1
+
+
+def untouched_checkpoint(run_dir):
+    """What a failed save names as left whole: the newest committed checkpoint (a committed one is complete)."""
+    checkpoints = list_checkpoints(run_dir)
+    return f" and {checkpoints[-1]}, the last complete checkpoint, is untouched" if checkpoints else ""
 
 
 def full_state_dict(model, keep=True):

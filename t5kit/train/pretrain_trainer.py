@@ -13,6 +13,7 @@ from transformers import Seq2SeqTrainer
 from constants import NUM_SENTINELS
 from t5kit.optim import optimizer_classes
 from t5kit.train.checkpointing import SafeCheckpointMixin
+from t5kit.train.cpu_fp16 import CpuFp16Mixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.packed_loader import PackedLoaderMixin
 from t5kit.train.padding_report import PaddingReportMixin
@@ -23,11 +24,12 @@ EVAL_METRIC = "content_accuracy"  # what the loss curve plots beside the losses
 
 
 class PretrainTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, StreamResumeMixin, ZLossMixin, PaddingReportMixin,
-                      PackedLoaderMixin, Seq2SeqTrainer):
+                      PackedLoaderMixin, CpuFp16Mixin, Seq2SeqTrainer):
     """Atomic checkpoints (checkpointing.py; `resume_point=`, resume.py), --nan_policy (nonfinite_guard.py), streams
     that resume where they stopped (stream_resume.py), T5X's --z_loss (z_loss.py), padding in the logs
-    (padding_report.py), --packing's loader (`packed_batches=`, packed_loader.py), and our optimizers: Adafactor on
-    stacks of same-shaped parameters, nanoT5's AdamWScale (optim/optimizer_classes.py). Save-and-exit on
+    (padding_report.py), --packing's loader (`packed_batches=`, packed_loader.py), --fp16 on a CPU (cpu_fp16.py),
+    and our optimizers: Adafactor on stacks of same-shaped parameters, nanoT5's AdamWScale
+    (optim/optimizer_classes.py). Save-and-exit on
     SIGTERM/SIGUSR1 is a callback the entry script lists (preemption.py)."""
 
     get_optimizer_cls_and_kwargs = staticmethod(optimizer_classes.optimizer_cls_and_kwargs)

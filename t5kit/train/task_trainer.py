@@ -5,7 +5,9 @@
   `eval_average` (the GLUE score when every task is GLUE, else the mean of each task's metric_to_optimize), which
   is what --metric_for_best_model defaults to for multi-split runs.
 - `--label_scoring rank` replaces generation for classification tasks: every label word is scored by its
-  log-likelihood (model/inference.score_label_words) and the likeliest wins, so no prediction is invalid.
+  log-likelihood (model/inference.score_label_words) and the likeliest wins, so no prediction is invalid. Unset,
+  held-out tasks in FLAN's templates are ranked and the others generated (data/task_scoring.label_scoring_of, the
+  one rule). Every evaluated split logs its invalid rate.
 - `--train_sampling_strategy length_buckets` (our default) batches rows of equal input and target length:
   the whole training set is sorted by (input, target) length with ties in random order, cut into batches, and the
   batches are shuffled (the longest goes first, so an out-of-memory error shows at step 1). HF's group_by_length
@@ -13,20 +15,25 @@
 - Evaluation keeps file order (a sequential sampler even when training batches are length-grouped), so the
   predictions line up with the input rows.
 """
+import logging
+
 import numpy as np
 import torch
 from torch.utils.data import Sampler, SequentialSampler
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
 from metrics import GLUE_SCORE_METRICS, compute_task_metrics, glue_average, rank_label_words
+from t5kit.data.task_scoring import label_scoring_of
 from t5kit.model.inference import score_label_words
 from t5kit.optim import optimizer_classes
 from t5kit.train.checkpointing import SafeCheckpointMixin
+from t5kit.train.cpu_fp16 import CpuFp16Mixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.packed_loader import PackedLoaderMixin, refuse_packed
 from t5kit.train.padding_report import PaddingReportMixin
 from t5kit.train.z_loss import ZLossMixin
 
+logger = logging.getLogger(__name__)
 AVERAGE_KEY = "average"
 LENGTH_BUCKETS = "length_buckets"  # our --train_sampling_strategy, beside HF's random/group_by_length/...
 
@@ -45,8 +52,8 @@ def average_score(per_key_metrics, splits) -> float:
 
 
 def uses_rank_scoring(label_scoring, task_vals) -> bool:
-    # a task whose rows name their own answers (FLAN's COPA) has no label words to rank
-    return label_scoring == "rank" and task_vals["task_type"] == "classification" and not task_vals.get("row_options")
+    """Whether the task's predictions rank its label words (--label_scoring as given, None when unset)."""
+    return label_scoring_of(label_scoring, task_vals) == "rank"
 
 
 def length_bucket_indices(input_lengths, target_lengths, batch_size, generator=None) -> list:
@@ -101,11 +108,11 @@ class TaskCollator(DataCollatorForSeq2Seq):
 
 # atomic checkpoints, --nan_policy, --z_loss, padding in the logs, --packing's loader (`packed_batches=`)
 class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, PaddingReportMixin, PackedLoaderMixin,
-                  Seq2SeqTrainer):
+                  CpuFp16Mixin, Seq2SeqTrainer):
     # stacked Adafactor, AdamWScale
     get_optimizer_cls_and_kwargs = staticmethod(optimizer_classes.optimizer_cls_and_kwargs)
 
-    def __init__(self, *args, eval_splits=(), label_scoring="generate", **kwargs):
+    def __init__(self, *args, eval_splits=(), label_scoring=None, **kwargs):
         self.eval_splits = list(eval_splits)
         self.label_scoring = label_scoring
         self.current_split = None  # the TaskSplit being evaluated: picks metrics, label words, generation length
@@ -181,7 +188,11 @@ class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, PaddingR
     def score_predictions(self, eval_prediction):
         split = self.current_split
         texts = self.decode(eval_prediction.predictions, split)[:len(split.targets)]
-        return compute_task_metrics(split.task_vals, texts, split.targets, split.meta)
+        metrics = compute_task_metrics(split.task_vals, texts, split.targets, split.meta)
+        logger.info("%s %s (%s): %d of %d predictions invalid (%.2f %%)", split.task_vals["name"], split.plan.split,
+                    "ranked" if uses_rank_scoring(self.label_scoring, split.task_vals) else "generated",
+                    metrics["invalid_count"], len(texts), metrics["invalid_rate"])
+        return metrics
 
 
 def predict_splits(trainer, splits, prefix):

@@ -17,7 +17,8 @@ from bench import gpu_check, gpu_sections
 from t5kit.config.checks import cpu_has_native_bf16
 from tests.helpers import REPO, require
 
-SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "ul2_packing", "throughput_eager_sdpa",
+SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "fp16_correctness",
+            "throughput_compiled_sdpa_fp16", "ul2_packing", "throughput_eager_sdpa",
             "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
             "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "packed_equivalence", "trainer_profile",
             "attention_bias", "inference", "zero2", "fsdp",
@@ -25,23 +26,39 @@ SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "ul2_
             "quality")
 
 
-@pytest.mark.launch  # the dry run starts a process per section, torchrun and accelerate among them
-class GpuCheckDryRunTest(parameterized.TestCase):
+# The dry run in two halves of about equal CPU time, each a test class of its own, so that pytest-xdist's two workers
+# run them at once. The first half holds the sections a CPU only notes as left to the GPU.
+FIRST_HALF = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "throughput_compiled_sdpa_fp16",
+              "throughput_eager_sdpa",
+              "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
+              "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "packed_equivalence",
+              "trainer_profile", "attention_bias", "inference", "throughput_eager_t5_flex", "quality")
+SECOND_HALF = ("fp16_correctness", "ul2_packing", "zero2", "fsdp")
+
+
+class DryRunTestCase(parameterized.TestCase):
+    """Runs `bench/gpu_check.py --device cpu --tiny --only <sections>` once for the class."""
+
+    sections = ()
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         require("t5_spiece")
-        cls.out = absltest.get_default_test_tmpdir() + "/gpu_check"
-        subprocess.run([sys.executable, "bench/gpu_check.py", "--device", "cpu", "--tiny", "--output_dir", cls.out],
-                       cwd=REPO, env=dict(os.environ), check=True, capture_output=True, text=True, timeout=600)
+        cls.out = f"{absltest.get_default_test_tmpdir()}/gpu_check_{cls.__name__}"
+        subprocess.run([sys.executable, "bench/gpu_check.py", "--device", "cpu", "--tiny", "--output_dir", cls.out,
+                        "--only", *cls.sections], cwd=REPO, env=dict(os.environ), check=True, capture_output=True,
+                       text=True, timeout=900)
         with open(f"{cls.out}/gpu_check.json") as handle:
             cls.report = json.load(handle)
 
-    def test_every_section_is_reported_and_none_failed(self):
+    def check_every_section_is_reported_and_none_failed(self):
         self.assertEqual(list(self.report["sections"]), list(SECTIONS))
         self.assertIsNone(self.report["budget_s"])
         for name, result in self.report["sections"].items():
+            if name not in self.sections:
+                self.assertEqual((result["status"], result["note"]), ("skipped", "--only"), name)
+                continue
             self.assertIn(result["status"], ("ok", "skipped"), f"{name}: {result}")
             if result["status"] != "ok":
                 self.assertNotEmpty(result["note"], name)
@@ -49,6 +66,14 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         table = open(f"{self.out}/gpu_check.md").read()
         for name in SECTIONS:
             self.assertIn(f"| {name} |", table)
+
+
+@pytest.mark.launch  # the dry run starts a process per section
+class DryRunFirstHalfTest(DryRunTestCase):
+    sections = FIRST_HALF
+
+    def test_every_section_is_reported_and_none_failed(self):
+        self.check_every_section_is_reported_and_none_failed()
 
     def test_the_core_sections_ran_with_their_figures(self):
         sections = self.report["sections"]
@@ -64,6 +89,23 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         if cpu_has_native_bf16():  # elsewhere the section runs fp32 alone
             self.assertEqual(set(bf16["figures"]["arms"]), {"fp32", "bf16", "bf16_z_loss", "bf16_activations"})
             self.assertTrue(bf16["figures"]["arms"]["bf16_activations"]["bf16"])
+        self.assertEqual(sections["inference"]["status"], "ok", sections["inference"])
+        self.assertNotEmpty(sections["inference"]["figures"]["lines"])
+
+    def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
+        for name in ("throughput_compiled_sdpa", "throughput_compiled_sdpa_fp16",
+                     "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
+                     "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "throughput_eager_t5_flex",
+                     "packed_equivalence", "quality"):
+            self.assertIn("--tiny", self.report["sections"][name]["note"])
+
+
+@pytest.mark.launch  # torchrun with DeepSpeed, accelerate with FSDP
+class DryRunSecondHalfTest(DryRunTestCase):
+    sections = SECOND_HALF
+
+    def test_every_section_is_reported_and_none_failed(self):
+        self.check_every_section_is_reported_and_none_failed()
 
     def test_packing_reports_padding_and_real_tokens_of_both_arms(self):
         section = self.report["sections"]["ul2_packing"]
@@ -73,15 +115,42 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertGreater(packed["examples_per_step"], padded["examples_per_step"])
         self.assertGreater(section["figures"]["packed_over_padded"], 0)
 
-    def test_only_runs_the_sections_named(self):
-        out = absltest.get_default_test_tmpdir() + "/gpu_check_only"
-        subprocess.run([sys.executable, "bench/gpu_check.py", "--device", "cpu", "--tiny", "--output_dir", out,
-                        "--only", "environment"], cwd=REPO, env=dict(os.environ), check=True, capture_output=True,
-                       text=True, timeout=120)
-        with open(f"{out}/gpu_check.json") as handle:
-            sections = json.load(handle)["sections"]
-        self.assertEqual(sections["environment"]["status"], "ok")
-        self.assertEqual({result["note"] for name, result in sections.items() if name != "environment"}, {"--only"})
+    def test_fp16_trains_with_finite_losses_near_fp32(self):
+        figures = self.report["sections"]["fp16_correctness"]["figures"]
+        self.assertTrue(figures["all_finite"], figures)
+        self.assertTrue(figures["within_tolerance"], figures)
+
+    def test_zero2_and_fsdp_train_with_finite_losses(self):
+        for name in ("zero2", "fsdp"):
+            losses = self.report["sections"][name]["figures"]["losses"]
+            self.assertLen(losses, 5, name)
+            self.assertTrue(all(loss == loss and abs(loss) != float("inf") for loss in losses), name)
+
+
+class SectionListTest(absltest.TestCase):
+
+    def test_the_halves_hold_every_section_once(self):
+        self.assertCountEqual([*FIRST_HALF, *SECOND_HALF], SECTIONS)
+        self.assertEqual([row[0] for row in gpu_check.SECTIONS], list(SECTIONS))
+
+    def test_each_call_of_the_window_plan_fits_its_seconds(self):
+        """docs/benchmarks.md's 15-minute window: quality first in call 1, every section that must fit within the
+        call's budget, which leaves the call's limit room for the wheels' install and the start."""
+        self.assertEqual(gpu_check.PLANS["call1"][0][0], "quality")
+        for plan, (sections, seconds, must_fit) in gpu_check.PLANS.items():
+            self.assertContainsSubset(sections, SECTIONS)
+            self.assertLessEqual(gpu_check.plan_seconds(plan), seconds, plan)
+            self.assertLessEqual(seconds, gpu_check.CALL_LIMITS_S[plan] - 15, plan)
+            args = gpu_check.parse_args(["--output_dir", "/tmp/unused", "--plan", plan])
+            self.assertEqual((args.only, args.budget_s), (list(sections), seconds))
+
+    def test_the_report_is_written_as_each_section_finishes(self):
+        out = self.create_tempdir().full_path
+        check = gpu_check.Check(gpu_check.parse_args(["--device", "cpu", "--tiny", "--output_dir", out,
+                                                      "--only", "environment"]))
+        check.run("environment", 5, gpu_sections.environment)
+        with open(f"{out}/gpu_check.json") as handle:  # written before the check ends
+            self.assertEqual(json.load(handle)["sections"]["environment"]["figures"]["device"], "cpu")
 
     def test_a_misspelt_section_is_refused_before_anything_runs(self):
         out = absltest.get_default_test_tmpdir() + "/gpu_check_misspelt"
@@ -90,13 +159,6 @@ class GpuCheckDryRunTest(parameterized.TestCase):
         self.assertEqual(done.returncode, 2)
         self.assertIn("unknown section(s) ul2_packin; the sections: environment,", done.stderr)
         self.assertFalse(os.path.exists(out))
-
-    def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
-        for name in ("throughput_compiled_sdpa", "throughput_compiled_t5_flex_workers2",
-                     "throughput_compiled_t5_flex_workers2_batch128",
-                     "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "throughput_eager_t5_flex",
-                     "packed_equivalence", "quality"):
-            self.assertIn("--tiny", self.report["sections"][name]["note"])
 
 
 class BudgetTest(parameterized.TestCase):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from absl.testing import absltest, parameterized
 
-from t5kit.config import parsing
+from t5kit.config import arguments, parsing
 from t5kit.config.arguments import (
     HubArguments,
     ModelPathArguments,
@@ -100,7 +100,8 @@ class FlagGroupsTest(parameterized.TestCase):
         work = Path(self.create_tempdir().full_path)
         argv = tiny_flags(str(work / "ft"), max_source_length=None)  # None: the flag left out
         _, data_args, _ = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
-        self.assertEqual((data_args.max_source_length, data_args.label_scoring), (512, "generate"))
+        # --label_scoring unset: fine-tuning's per-task rule (data/task_scoring.label_scoring_of); predict generates
+        self.assertEqual((data_args.max_source_length, data_args.label_scoring), (512, None))
         (work / "in.txt").write_text("a line\n")
         (args,) = parsing.parse_flags(PREDICT_FLAG_CLASSES, predict_flags(str(work), str(work / "in.txt"),
                                                                           str(work / "out.jsonl")))
@@ -135,6 +136,19 @@ class FlagGroupsTest(parameterized.TestCase):
         self.assertEqual(again, record)
         self.assertEqual((record["max_source_length"], record["label_scoring"], record["max_predict_samples"],
                           record["tokenizer_name_or_path"]), (64, "rank", 3, str(require("t5_spiece"))))
+
+
+
+class LooksLikeAFolderTest(parameterized.TestCase):
+    """--model_name_or_path that can only be a local folder (refused as missing when it does not exist) vs a hub
+    name, which goes to the hub."""
+
+    @parameterized.named_parameters(
+        ("absolute", "/runs/x", True), ("dot", "./runs/x", True), ("dot_dot", "../x", True), ("home", "~/x", True),
+        ("two_separators", "runs/x/model", True), ("hub_name", "google-t5/t5-small", False),
+        ("bare_hub_name", "t5-small", False), ("run_folder_like_a_hub_name", "runs/quickstart", False))
+    def test_looks_like_a_folder(self, path, folder):
+        self.assertEqual(arguments.looks_like_a_folder(path), folder)
 
 
 if __name__ == "__main__":

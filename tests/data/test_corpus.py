@@ -1,4 +1,5 @@
-"""corpus.py: loading local corpora, cached tokenisation, packing into exact windows (map-style and streamed)."""
+"""corpus.py: loading local corpora, cached tokenisation, packing into exact windows (map-style and streamed).
+(The corpus flags' own checks: tests/config/test_pretrain_arguments.py.)"""
 import json
 import os
 from pathlib import Path
@@ -272,42 +273,6 @@ class DataTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, "--streaming needs --max_steps N"):
             parsing.parse_flags(PRETRAIN_FLAG_CLASSES, tiny_run_flags(
                 str(self.dir / "out"), path, streaming=True, max_eval_samples=2, max_steps=-1))
-
-
-class DataFlagsTest(parameterized.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.dir = Path(self.create_tempdir().full_path)
-        (self.dir / "a.txt").write_text("some text\n")
-        (self.dir / "b.txt").write_text("other text\n")
-        (self.dir / "empty.txt").write_text("")
-        (self.dir / "c.jsonl").write_text('{"text": "x"}\n')
-        (self.dir / "d.docx").write_text("x")
-
-    @parameterized.named_parameters(
-        ("no_data", {}, "no training data: pass --train_files"),
-        ("missing_file", {"train_files": ["nope.txt"]}, "--train_files: file nope.txt not found"),
-        ("empty_file", {"train_files": ["empty.txt"]}, "--train_files: file .*empty.txt is empty"),
-        ("unsupported_type", {"train_files": ["d.docx"]}, "unsupported file type '.docx'"),
-        ("mixed_types", {"train_files": ["a.txt", "c.jsonl"]}, "mix types; give files of one type per flag"),
-        ("validation_is_training", {"train_files": ["a.txt"], "validation_files": ["a.txt"]},
-         "--validation_files .*a.txt is also a training file"),
-        ("two_sources", {"train_files": ["a.txt"], "dataset_name": "allenai/c4"},
-         "--dataset_name and --train_files both set; pass one source"),
-        ("bad_sample_by", {"train_files": ["a.txt"], "sample_by": "sentence"},
-         "--sample_by='sentence' is not a valid choice; choices: paragraph, line, document"),
-        ("bad_document_separator", {"train_files": ["a.txt"], "document_separator": "newline"},
-         "--document_separator='newline' is not a valid choice; choices: eos, none"),
-        ("no_train_samples", {"train_files": ["a.txt"], "max_train_samples": 0}, "--max_train_samples=0 must be >= 1"),
-        ("negative_train_samples", {"train_files": ["a.txt"], "max_train_samples": -3},
-         "--max_train_samples=-3 must be >= 1"),
-    )
-    def test_bad_data_flags(self, kwargs, message):
-        kwargs = {k: [str(self.dir / p) if p != "nope.txt" else p for p in v] if k.endswith("files") else v
-                  for k, v in kwargs.items()}
-        with self.assertRaisesRegex(UsageError, message):
-            PretrainDataArguments(**kwargs)
 
 
 if __name__ == "__main__":

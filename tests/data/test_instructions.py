@@ -1,6 +1,7 @@
 """data/instructions.py: FLAN's templates on real GLUE/SuperGLUE/BoolQ rows equal FLAN's own code (transcribed
 below, its source lines cited), with and without options, zero- and few-shot, in both formats; the keyed template
 and exemplar draws; FLAN's answers as label words, mapped back for metrics and leaderboard files; held-out tasks."""
+import json
 import re
 
 import numpy as np
@@ -10,7 +11,7 @@ from metrics import compute_task_metrics, rank_label_words
 from t5kit.config import parsing
 from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
-from t5kit.data import instructions, task_splits
+from t5kit.data import instructions, superglue_formats, task_scoring, task_splits
 from t5kit.data.flan_templates import PATTERNS
 from t5kit.data.task_format import get_task_vals
 from t5kit.data.task_sources import convert_rows, read_split
@@ -139,15 +140,27 @@ def flan_few_shot(task, query, exemplars, pattern, options, dialog):
     return inputs, eval_targets
 
 
+def tfds_super_glue_wsc(row):
+    """tensorflow_datasets text/super_glue.py `_generate_examples` for the config FLAN reads, super_glue/wsc (flan/
+    tasks.py line 185, 'super_glue/wsc:1.0.2'): the nested spans flattened, no `_fix_wst` (wsc.fixed only), the label
+    through `_cast_label` ("True"/"False") into ClassLabel(names=["False", "True"])."""
+    row = dict(row)
+    row.update(row["target"])
+    example = {feature: row[feature] for feature in ("text", "span1_index", "span2_index", "span1_text", "span2_text")}
+    example["idx"] = row["idx"]
+    example["label"] = ["False", "True"].index("True" if row["label"] else "False")
+    return example
+
+
 # ---------------------------------------------------------------------------------------------- the real rows
-# (our task, FLAN's PATTERNS key, the data folder, how a hub-form row reads as FLAN's TFDS example)
+# (our task, FLAN's PATTERNS key, the data folder, how a hub-form row reads as FLAN's TFDS example; None: FLAN's
+# example comes from the official file itself, tfds_super_glue_wsc)
 TASKS = {
     "rte": ("super_glue/rte", "rte", "superglue/RTE", lambda row: row),  # super_glue/rte: FLAN's own source
     "sst2": ("glue/sst2", "sst2", "glue/SST-2", lambda row: row),
     "glue_mrpc": ("glue/mrpc", "glue_mrpc", "glue/MRPC", lambda row: row),
     # tfds bool_q: the original BoolQ release (question, title, answer, passage); our rows hold answer as label.
-    # FLAN reads tfds super_glue/wsc; our rows are wsc.fixed's (TFDS _fix_wst repairs ~100 span texts' case)
-    "wsc": ("super_glue/wsc", "wsc", "superglue/WSC", lambda row: row),
+    "wsc": ("super_glue/wsc", "wsc", "superglue/WSC", None),
     # ReCoRD: hand-written rows in the official layout (tests/fixtures/superglue/README.md); no official file here
     "record": ("super_glue/record", "record", str(REPO / "tests/fixtures/superglue"), lambda row: row),
     "bool_q": ("super_glue/boolq", "bool_q", "boolq/dev.jsonl", lambda row: dict(row, answer=bool(row["label"]))),
@@ -158,10 +171,12 @@ def data_args(**overrides):
     return FineTuneDataArguments(**{"dataset_name": "rte", "max_source_length": 512, **overrides})
 
 
-def hub_rows(name, folder, split="validation", limit=ROWS):
-    """The first rows of a real split in hub form, as fine_tune_t5.py reads them."""
+def hub_rows(name, folder, split="validation", limit=ROWS, task_vals=None):
+    """The first rows of a real split in hub form, as fine_tune_t5.py reads them for the task entry task_vals (T5's
+    by default)."""
     benchmark, task = name.split("/")
-    plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, "predict" if split == "test" else "eval", task)
+    task_vals = task_vals or get_task_vals(benchmark, task)
+    plan = task_splits.SplitPlan(task_vals, split, "predict" if split == "test" else "eval", task)
     # a folder in the official layout (../shared/data, or the fixtures), or one file (BoolQ's original release)
     path = folder if folder.startswith(str(REPO)) else str(require(folder))
     args = data_args(validation_file=path) if path.endswith(".jsonl") else data_args(data_dir=[path])
@@ -173,35 +188,70 @@ def flan_vals(name, templates="flan", options=False, few_shot=0):
     return instructions.flan_task_vals(get_task_vals(*name.split("/")), templates, options, few_shot)
 
 
+WSC_FILES = {"train": "train.jsonl", "validation": "val.jsonl"}
+
+
+def flan_rows(task, split="validation", limit=ROWS):
+    """[(our hub-form row, as FLAN's task entry reads it; FLAN's TFDS example)] of a real split's first rows."""
+    name, _, folder, as_tfds = TASKS[task]
+    ours = hub_rows(name, folder, split, limit, task_vals=flan_vals(name))
+    if as_tfds is None:  # FLAN's example from the official file itself, never from our reading of it
+        lines = (require(folder) / WSC_FILES[split]).read_text().splitlines()[:limit]
+        return list(zip(ours, [tfds_super_glue_wsc(json.loads(line)) for line in lines], strict=True))
+    return [(row, as_tfds(row)) for row in ours]
+
+
 class FlanExactnessTest(parameterized.TestCase):
 
     @parameterized.named_parameters(*[(f"{task}_{fmt}", task, fmt) for task in TASKS
                                       for fmt in ("flan", "flan_dialog")])
     def test_every_template_with_and_without_options_equals_flans_code(self, task, fmt):
-        name, key, folder, as_tfds = TASKS[task]
+        name, key, _, _ = TASKS[task]
         task_vals = flan_vals(name)
         templates = instructions.usable_templates(instructions.FLAN_TASKS[name], task_vals["label_column_name"])
         # FLAN's templates whose target is the answer and which need no field our rows lack (BoolQ's title).
         self.assertEqual(templates, [p for p in PATTERNS[key] if p[1] == "{answer}" and "{title}" not in p[0]])
         self.assertGreaterEqual(len(templates), 8)
-        for row in hub_rows(name, folder):
+        for row, tfds_row in flan_rows(task):
             for template in templates:
                 for options in (False, True):
                     ours = instructions.instruction_example(task_vals, template, row, (), options, fmt)
-                    self.assertEqual(ours, flan_zero_shot(key, as_tfds(row), template, options, fmt != "flan"))
+                    self.assertEqual(ours, flan_zero_shot(key, tfds_row, template, options, fmt != "flan"))
 
     @parameterized.named_parameters(*[(f"{task}_{fmt}_{shots}", task, fmt, shots) for task in TASKS
                                       for fmt in ("flan", "flan_dialog") for shots in (1, 3)])
     def test_few_shot_format_equals_flans_code(self, task, fmt, shots):
-        name, key, folder, as_tfds = TASKS[task]
-        rows = hub_rows(name, folder, limit=shots + 2)
+        name, key, _, _ = TASKS[task]
+        rows = flan_rows(task, limit=shots + 2)
         task_vals = flan_vals(name)
         for template in instructions.usable_templates(instructions.FLAN_TASKS[name], "label")[:3]:
             for options in (False, True):
-                ours = instructions.instruction_example(task_vals, template, rows[0], rows[2:], options, fmt)
-                theirs = flan_few_shot(key, as_tfds(rows[0]), [as_tfds(row) for row in rows[2:]], template, options,
-                                       fmt != "flan")
+                ours = instructions.instruction_example(task_vals, template, rows[0][0], [r for r, _ in rows[2:]],
+                                                        options, fmt)
+                theirs = flan_few_shot(key, rows[0][1], [t for _, t in rows[2:]], template, options, fmt != "flan")
                 self.assertEqual(ours, theirs)
+
+    @parameterized.named_parameters(("train", "train"), ("validation", "validation"))
+    def test_wsc_reads_super_glue_wsc_as_published_and_t5_keeps_wsc_fixed(self, split):
+        """FLAN's WSC renders every official row as FLAN's code renders tfds super_glue/wsc; T5's format keeps TFDS
+        wsc.fixed's repairs, which change exactly the rows with a span text that is not in the text."""
+        name, key, folder, _ = TASKS["wsc"]
+        pairs = flan_rows("wsc", split, limit=None)
+        lines = (require(folder) / WSC_FILES[split]).read_text().splitlines()
+        self.assertLen(pairs, len(lines))
+        templates = instructions.usable_templates(instructions.FLAN_TASKS[name], "label")
+        for row, tfds_row in pairs:
+            for template in templates:
+                self.assertEqual(instructions.instruction_example(flan_vals(name), template, row, (), True),
+                                 flan_zero_shot(key, tfds_row, template, True, dialog=False))
+        t5_rows = hub_rows(name, folder, split, limit=None)
+        repaired = [t5["span1_text"] != flan["span1_text"] or t5["span2_text"] != flan["span2_text"]
+                    for t5, (flan, _) in zip(t5_rows, pairs, strict=True)]
+        not_in_text = [row["span1_text"] not in row["text"] or row["span2_text"] not in row["text"]
+                       for _, row in pairs]
+        unfixable = [row["span1_text"] in superglue_formats.WSC_UNFIXABLE_SPANS for _, row in pairs]
+        self.assertEqual(repaired, [gap and not skip for gap, skip in zip(not_in_text, unfixable)])
+        self.assertEqual(sum(repaired), {"train": 88, "validation": 8}[split])  # the figures docs/data.md gives
 
     def test_a_real_rte_row_in_one_template_with_options_and_one_shot(self):
         rows = hub_rows("super_glue/rte", "superglue/RTE", limit=2)
@@ -236,8 +286,8 @@ class FlanTasksTest(parameterized.TestCase):
         self.assertNotEqual(first.inputs, self.split(seed=2, max_eval_samples=40).inputs)
         rows = hub_rows("glue/rte", "glue/RTE", limit=40)
         templates = instructions.usable_templates(instructions.FLAN_TASKS["glue/rte"], "label")
-        used = [next(i for i, t in enumerate(templates)
-                     if instructions.instruction_example(first.task_vals, t, row)[0] == text)
+        used = [next(i for i, t in enumerate(templates)  # FLAN's OPTIONS list is filled in by default
+                     if instructions.instruction_example(first.task_vals, t, row, options=True)[0] == text)
                 for row, text in zip(rows, first.inputs)]
         self.assertGreaterEqual(len(set(used)), 6)  # 40 draws over 9 templates
         self.assertEqual(set(first.targets), {"yes", "no"})
@@ -293,6 +343,7 @@ class FlanTasksTest(parameterized.TestCase):
         self.assertEqual(set(train.targets), {"yes", "no"})
         self.assertEqual(train.task_vals["task_type"], "classification")
         self.assertIn('Are "', "".join(train.inputs))
+        self.assertEqual(train.task_vals["hub_name"], ("aps/super_glue", "wsc"))  # from the hub: not wsc.fixed
 
     def test_record_gives_one_example_per_query_scored_against_flans_answers(self):
         split = self.split(task="record", folder=TASKS["record"][2], benchmark="super_glue")
@@ -369,17 +420,6 @@ class FlanTasksTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, message):
             task_splits.resolve_run_tasks(data_args(instruction_templates="flan", **overrides).task_selection())
 
-    @parameterized.named_parameters(
-        ("negative_few_shot", dict(instruction_templates="flan", few_shot=-1), "--few_shot=-1 must be >= 0"),
-        ("options_without_templates", dict(instruction_options=True), "--instruction_options is part of FLAN's"),
-        ("held_out_from_local_files", dict(eval_tasks="glue/rte", train_file="TRAIN", validation_file="TRAIN"),
-         "--eval_tasks reads its tasks from --data_dir or the hub"),
-    )
-    def test_bad_instruction_flags(self, overrides, message):
-        files = {key: str(require("glue/RTE/dev.tsv")) for key, value in overrides.items() if value == "TRAIN"}
-        with self.assertRaisesRegex(UsageError, message):
-            data_args(**{**overrides, **files})
-
     def test_few_shot_from_local_files_needs_the_training_file(self):
         with self.assertRaisesRegex(UsageError, "--few_shot draws exemplars from the training rows: pass --train_file"):
             self.split(few_shot=1, data_dir=None, validation_file=str(require("glue/RTE/dev.tsv")))
@@ -398,11 +438,45 @@ class FlanTasksTest(parameterized.TestCase):
                                                data_args_.task_data(), training_args.do_train, training_args.do_eval,
                                                training_args.do_predict)
         self.assertEqual([(p.key, p.role) for p in config_plans], [(p.key, p.role) for p in plans])
-        self.assertEqual((data_args_.label_scoring, data_args_.instruction_options), ("rank", True))
+        self.assertEqual((data_args_.label_scoring, data_args_.instruction_options), (None, True))  # the defaults
+        self.assertEqual(task_scoring.evaluation_by_split(data_args_.label_scoring, config_plans),
+                         {"sst2": {"label_scoring": "generate"}, "mrpc": {"label_scoring": "generate"},
+                          "rte": {"label_scoring": "rank"}})  # FLAN ranks the held-out task's options
         with self.assertRaisesRegex(UsageError, "--tasks and --eval_tasks both name glue/rte"):
             task_splits.resolve_run_tasks(data_args(dataset_name=None, tasks="glue/rte",
                                                     eval_tasks="glue/rte").task_selection())
 
+
+class FlanAnswersTest(parameterized.TestCase):
+    """FLAN's answers matched exactly, and FLAN's OPTIONS list on by default with its templates (data/task_scoring.py's
+    tests hold the rule that ranks held-out tasks)."""
+
+    def test_cbs_answers_are_matched_exactly_case_kept(self):
+        """FLAN's CB answers are "Yes", "No", "It's impossible to say": a generated "no" is no answer (invalid and
+        wrong, never lower-cased into one), which ranking FLAN's answers cannot produce."""
+        cb = flan_vals("super_glue/cb", options=True)
+        references = ["No", "No", "It's impossible to say", "Yes"]
+        scores = compute_task_metrics(cb, ["no", "No", "it's impossible to say", " Yes "], references)
+        self.assertEqual((scores["accuracy"], scores["invalid_count"], scores["invalid_rate"]), (50.0, 2, 50.0))
+        self.assertEqual(rank_label_words([[-2.0, -1.0, -3.0]], list(cb["labels"].values())), ["No"])
+
+    @parameterized.named_parameters(
+        ("flan", dict(instruction_templates="flan"), True),
+        ("flan_dialog", dict(instruction_templates="flan_dialog"), True),
+        ("t5s_format", dict(), False),
+        ("flan_without_options", dict(instruction_templates="flan", instruction_options=False), False),
+    )
+    def test_flans_options_are_on_with_its_templates_unless_turned_off(self, flags, expected):
+        self.assertIs(data_args(**flags).instruction_options, expected)
+
+    def test_a_real_wic_row_carries_flans_options_by_default(self):
+        args = data_args(dataset_name="wic", benchmark="super_glue", data_dir=[str(require("superglue"))],
+                         instruction_templates="flan", max_eval_samples=4)
+        (task_vals,) = task_splits.resolve_run_tasks(args.task_selection())
+        plan = task_splits.SplitPlan(task_vals, "validation", "eval", "wic")
+        split = task_splits.build_task_split(plan, args.task_data(), building.load_tokenizer(str(require("t5_spiece"))))
+        for text in split.inputs:  # every WiC template ends with FLAN's options, answers in label order
+            self.assertTrue(text.endswith("OPTIONS:\n- different meanings\n- the same meaning"), text)
 
 
 if __name__ == "__main__":

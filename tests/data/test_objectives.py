@@ -1,6 +1,8 @@
 """data/objectives.py, the objective owner: each objective's shapes are those of its own length maths (T5's
 compute_input_and_target_lengths, UL2's mixture and packed lengths), its collator gives rows of those shapes, and
 what the run record and model card get follows from them."""
+import copy
+
 import numpy as np
 from absl.testing import absltest, parameterized
 
@@ -8,6 +10,7 @@ import constants
 from data_collator import compute_input_and_target_lengths
 from t5kit.data import objectives, ul2
 from t5kit.errors import UsageError
+from t5kit.model import building
 from t5kit.specs import ObjectiveSpec
 from tests.helpers import in_memory_t5_tokenizer, random_word_ids
 
@@ -52,8 +55,8 @@ class ObjectiveTest(parameterized.TestCase):
                                     ("prefix_lm", "prefix_lm"), ("ul2_packed", "ul2", True))
     def test_the_collator_gives_rows_of_the_window_shapes(self, name, packed=False):
         objective = objectives.build(spec(name, input_length=64, packed=packed))
-        tokenizer = in_memory_t5_tokenizer()
-        tokenizer.add_special_tokens({"additional_special_tokens": objective.mode_tokens})
+        tokenizer = copy.deepcopy(in_memory_t5_tokenizer())  # the cached one is shared: left as it is
+        building.add_mode_tokens(tokenizer, objective.mode_tokens)
         collator = objective.collator(tokenizer, seed=3)
         windows = random_word_ids(4 * objective.tokens_length).reshape(4, objective.tokens_length)
         batch = collator([{"input_ids": window} for window in windows])

@@ -1,26 +1,21 @@
-"""Spec of packing (t5kit/data/packing.py, packed_batches.py): first-fit placement that never splits an example and
-respects both row lengths, rows that round-trip to their examples through the segment ids, decoder inputs that
-restart at every example, positions, padding fractions, and the batch sampler: a fixed number of batches per epoch,
-keyed by (seed, epoch), shardable and skippable as accelerate does."""
+"""Spec of packing (t5kit/data/packing.py): first-fit placement that never splits an example and respects both row
+lengths, rows that round-trip to their examples through the segment ids, decoder inputs that restart at every
+example, positions, padding fractions, and UL2's windows packed (packed_batches.packed_windows) as the unpacked
+collator corrupts them, with the padding docs/objectives.md states. (The batch sampler and collator:
+tests/data/test_packed_batches.py.)"""
 import copy
 from unittest import mock
 
 import numpy as np
-import torch
 from absl.testing import absltest, parameterized
-from accelerate.data_loader import BatchSamplerShard, SkipBatchSampler
 
 import constants
 from t5kit.config.pretrain_arguments import check_denoisers
 from t5kit.data import packed_batches, packing, ul2
 from t5kit.model import building
-from tests.helpers import in_memory_t5_tokenizer, random_examples, random_word_ids
+from tests.helpers import example_lengths, in_memory_t5_tokenizer, random_examples, random_word_ids
 
 PAD, START = 0, 0
-
-
-def lengths_of(examples):
-    return (np.array([len(i) for i, _ in examples]), np.array([len(t) for _, t in examples]))
 
 
 class AssignRowsTest(parameterized.TestCase):
@@ -57,7 +52,7 @@ class AssignRowsTest(parameterized.TestCase):
 
     @parameterized.parameters((1, 0), (3, 0), (8, 0), (8, 16))
     def test_every_example_once_within_both_lengths(self, rows_per_batch, lookahead):
-        inputs, targets = lengths_of(random_examples(500, seed=rows_per_batch))
+        inputs, targets = example_lengths(random_examples(500, seed=rows_per_batch))
         placement = packing.assign_rows(inputs, targets, (64, 16), rows_per_batch, lookahead)
         self.assertTrue(np.all(placement.batch >= 0))
         self.assertEqual(sorted(placement.order.tolist()), list(range(500)))
@@ -70,7 +65,7 @@ class AssignRowsTest(parameterized.TestCase):
         self.assertEqual(placement.num_batches, placement.batch.max() + 1)
 
     def test_deterministic(self):
-        inputs, targets = lengths_of(random_examples(300))
+        inputs, targets = example_lengths(random_examples(300))
         first = packing.assign_rows(inputs, targets, (64, 16), 4)
         second = packing.assign_rows(inputs.tolist(), targets.tolist(), (64, 16), 4)
         np.testing.assert_array_equal(first.batch, second.batch)
@@ -79,7 +74,7 @@ class AssignRowsTest(parameterized.TestCase):
     def test_choosing_pads_less_than_next_fit(self):
         """Next-fit (no lookahead: a row takes the next example or closes) against choosing among the next 65; and
         the fill term against balance alone."""
-        inputs, targets = lengths_of(random_examples(4000))
+        inputs, targets = example_lengths(random_examples(4000))
         row_shape = (64, packing.matched_target_length(64, inputs.mean(), targets.mean(), targets.max()))
         slots = {lookahead: packing.assign_rows(inputs, targets, row_shape, 8, lookahead).num_batches
                  for lookahead in (0, packing.LOOKAHEAD)}
@@ -89,7 +84,7 @@ class AssignRowsTest(parameterized.TestCase):
         self.assertLess(slots[packing.LOOKAHEAD], balance_only)
 
     def test_next_fit_recovers_each_batch_rows(self):
-        inputs, targets = lengths_of(random_examples(2000, seed=4))
+        inputs, targets = example_lengths(random_examples(2000, seed=4))
         placement = packing.assign_rows(inputs, targets, (64, 16), 8)
         for batch in placement.batches():
             np.testing.assert_array_equal(packing.next_fit_rows(inputs[batch], targets[batch], (64, 16)),
@@ -117,7 +112,7 @@ class AssignRowsTest(parameterized.TestCase):
         self.assertEqual(packing.matched_target_length(512, 100.0, 1.0, 40), 40)  # every example must fit
 
     def test_fitted_target_length_pads_least_of_the_lengths_near_the_ratio(self):
-        inputs, targets = lengths_of(random_examples(3000, seed=5))
+        inputs, targets = example_lengths(random_examples(3000, seed=5))
         fitted = packing.fitted_target_length(inputs, targets, 64, 8, targets.max())
         ratio = 64 * targets.mean() / inputs.mean()
         self.assertBetween(fitted, np.floor(ratio) - 2, np.ceil(ratio) + 2)
@@ -137,12 +132,12 @@ class PackRowsTest(parameterized.TestCase):
     def setUp(self):
         super().setUp()
         examples = random_examples(60, seed=7)
-        first = packing.assign_rows(*lengths_of(examples), (64, 24), 4, 16).batches()[0]  # they fit 4 rows
+        first = packing.assign_rows(*example_lengths(examples), (64, 24), 4, 16).batches()[0]  # they fit 4 rows
         self.examples = [examples[i] for i in first]
         self.batch = packing.pack_examples(self.examples, 4, (64, 24), PAD, START)
 
     def test_round_trip_through_segment_ids(self):
-        rows_of = packing.next_fit_rows(*lengths_of(self.examples), (64, 24))
+        rows_of = packing.next_fit_rows(*example_lengths(self.examples), (64, 24))
         rows = packing.unpack_rows(self.batch)
         for row in range(4):
             expected = [self.examples[i] for i in np.flatnonzero(rows_of == row)]
@@ -200,85 +195,6 @@ class PackRowsTest(parameterized.TestCase):
         self.assertEqual(packing.examples_in(unpacked), 2)
 
 
-def features_of(examples):
-    return [{"input_ids": inputs.tolist(), "labels": targets.tolist()} for inputs, targets in examples]
-
-
-class PackedBatchSamplerTest(parameterized.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.examples = random_examples(300, seed=3)
-        lengths = lengths_of(self.examples)
-        self.sampler = packed_batches.PackedBatchSampler(lambda epoch: lengths, (64, 24), 4, seed=5)
-
-    def test_every_epoch_has_the_same_number_of_batches_and_each_fits(self):
-        sizes = set()
-        for epoch in range(4):
-            self.sampler.set_epoch(epoch)
-            batches = list(self.sampler)
-            self.assertLen(batches, len(self.sampler))
-            for indices in batches:
-                packing.pack_examples([self.examples[i] for i in indices], 4, (64, 24), PAD, START)  # fits 4 rows
-            sizes.add(sum(len(indices) for indices in batches))
-        self.assertGreater(len(sizes), 1)  # examples per epoch vary: the batch count is what is fixed
-
-    def test_keyed_by_seed_and_epoch(self):
-        lengths = lengths_of(self.examples)
-        twin = packed_batches.PackedBatchSampler(lambda epoch: lengths, (64, 24), 4, seed=5)
-        self.assertEqual(self.sampler.batches(2), twin.batches(2))
-        self.assertNotEqual(self.sampler.batches(1), self.sampler.batches(2))
-        other_seed = packed_batches.PackedBatchSampler(lambda epoch: lengths, (64, 24), 4, seed=6)
-        self.assertNotEqual(self.sampler.batches(1), other_seed.batches(1))
-
-    def test_the_first_epoch_holds_every_example(self):
-        seen = np.concatenate(self.sampler.batches(0))
-        self.assertContainsSubset(set(range(300)), set(seen.tolist()))
-
-    def test_accelerate_sharding_and_skipping(self):
-        """Two processes take alternate batches (BatchSamplerShard); a resumed run skips the first ones
-        (SkipBatchSampler): both see exactly the batches of the plain sampler."""
-        self.sampler.set_epoch(1)
-        batches = list(self.sampler)
-        shards = [list(BatchSamplerShard(self.sampler, num_processes=2, process_index=i)) for i in range(2)]
-        self.assertEqual(shards[0][:len(batches[0::2])], batches[0::2])
-        self.assertEqual(shards[1][:len(batches[1::2])], batches[1::2])
-        self.assertEqual(list(SkipBatchSampler(self.sampler, skip_batches=3)), batches[3:])
-
-    def test_data_loader_gives_fixed_shapes(self):
-        collator = packed_batches.PackingCollator(packed_batches.examples_of_task_features, 4, (64, 24), PAD, START)
-        loader = torch.utils.data.DataLoader(features_of(self.examples), batch_sampler=self.sampler,
-                                             collate_fn=collator)
-        for indices, batch in zip(self.sampler, loader):
-            self.assertEqual(tuple(batch["input_ids"].shape), (4, 64))
-            self.assertEqual(tuple(batch["labels"].shape), (4, 24))
-            self.assertEqual(batch["input_ids"].dtype, torch.int64)
-            self.assertEqual(packing.examples_in(batch), len(indices))
-
-    def test_expected_padding_of_the_first_epoch(self):
-        encoder, decoder = self.sampler.expected_padding()
-        inputs, targets = lengths_of(self.examples)
-        placed = np.concatenate(self.sampler.batches(0))
-        slots = len(self.sampler) * 4
-        self.assertAlmostEqual(encoder, 1 - inputs[placed].sum() / (slots * 64))
-        self.assertAlmostEqual(decoder, 1 - targets[placed].sum() / (slots * 24))
-
-    def test_packed_task_examples_match_the_row_to_the_targets(self):
-        """Row targets: packing.fitted_target_length's, at least --max_target_length."""
-        inputs, targets = lengths_of(self.examples)
-        sampler, collator = packed_batches.packed_task_examples(features_dataset(self.examples), 64, 4, 4, 5, PAD,
-                                                                START)
-        self.assertEqual(sampler.row_shape, (64, packing.fitted_target_length(inputs, targets, 64, 4, 12)))
-        self.assertEqual(collator.row_shape, sampler.row_shape)
-
-
-def features_dataset(examples):
-    import datasets
-
-    return datasets.Dataset.from_dict({"input_ids": [i.tolist() for i, _ in examples],
-                                       "labels": [t.tolist() for _, t in examples]})
-
-
 def ul2_tokenizer():
     tokenizer = copy.deepcopy(in_memory_t5_tokenizer())  # the helper's is cached, and adding tokens changes it
     building.add_mode_tokens(tokenizer, ul2.mode_tokens(UL2_DENOISERS))
@@ -334,7 +250,7 @@ class PackedUL2Test(parameterized.TestCase):
             packed = [example for row in rows for example in row]
             expected = unpadded(features)
             self.assertLen(packed, len(indices))
-            rows_of = packing.next_fit_rows(*lengths_of(expected), (128, 48))
+            rows_of = packing.next_fit_rows(*example_lengths(expected), (128, 48))
             order = np.lexsort((np.arange(len(expected)), rows_of))  # row by row, in placement order
             for (inputs, targets), index in zip(packed, order):
                 np.testing.assert_array_equal(inputs, expected[index][0])

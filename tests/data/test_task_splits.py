@@ -1,15 +1,14 @@
-"""data/task_splits.py and task_sources.py on the real GLUE/SuperGLUE files. (Mixtures: tests/data/test_task_mixture.py;
-the length-bucket sampler: tests/train/test_task_trainer.py.)"""
+"""data/task_splits.py, reading through task_sources.py, on the real GLUE/SuperGLUE files. (task_sources' readers
+and row conversion alone: tests/data/test_task_sources.py; mixtures: tests/data/test_task_mixture.py; the
+length-bucket sampler: tests/train/test_task_trainer.py.)"""
 import json
 import logging
 
 from absl.testing import absltest, parameterized
 
-from constants import NO_LABEL
 from t5kit.config.finetune_arguments import FineTuneDataArguments
-from t5kit.data import task_sources, task_splits
+from t5kit.data import task_splits
 from t5kit.data.task_format import get_task_vals
-from t5kit.errors import UsageError
 from t5kit.model import building
 from tests.helpers import require
 
@@ -123,25 +122,6 @@ class PlanAndTasksTest(parameterized.TestCase):
                                                          validation_file=path).task_selection())
         self.assertEqual((task["name"], task["metric_to_optimize"], task["labels"]), ("custom/mood", "accuracy",
                                                                                       {0: "sad", 1: "happy"}))
-
-    @parameterized.named_parameters(
-        ("tasks_and_dataset_name", dict(tasks="glue/rte"), "--tasks replaces --dataset_name"),
-        ("no_task", dict(dataset_name=None), "no task: pass --dataset_name"),
-        ("zero_temperature", dict(mixture_temperature=0.0), "--mixture_temperature=0.0 must be > 0"),
-        ("zero_cap", dict(mixture_cap=0), "--mixture_cap=0 must be >= 1"),
-        ("custom_without_files", dict(custom_task={"prefix": "x"}), "--custom_task needs its rows"),
-        ("unsupported_file", dict(train_file=__file__), "fine-tuning reads .csv, .tsv, .json, .jsonl files"),
-    )
-    def test_bad_data_flags(self, overrides, message):
-        with self.assertRaisesRegex(UsageError, message):
-            data_args(**overrides)
-
-    def test_label_id_accepts_every_spelling_of_a_label(self):
-        rte = get_task_vals("glue", "rte")
-        self.assertEqual([task_sources.label_id(rte, value) for value in (1, "1", "not_entailment", " 0 ", "no")],
-                         [1, 1, 1, 0, None])
-        self.assertEqual(task_sources.convert_local_row(rte, {"sentence1": "a", "sentence2": "b"}, False)["label"],
-                         NO_LABEL)
 
 
 if __name__ == "__main__":

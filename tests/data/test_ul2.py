@@ -1,6 +1,7 @@
 """Spec of UL2's mixture of denoisers and prefix-LM (t5kit/data/ul2.py, --objective/--denoisers): exact lengths and
-sentinel layout per denoiser, round trips, the mixture's proportions, keyed choices, paradigm tokens, flag checks,
-and pre-training runs that resume bit for bit."""
+sentinel layout per denoiser, round trips, the mixture's proportions, keyed choices, paradigm tokens, and
+pre-training runs that resume bit for bit. (The --objective/--denoisers flag checks:
+tests/config/test_pretrain_arguments.py.)"""
 import copy
 
 import numpy as np
@@ -11,7 +12,7 @@ from safetensors.torch import load_file
 import constants
 from data_collator import DataCollatorForT5SpanCorruption, count_noise
 from t5kit.config import parsing
-from t5kit.config.pretrain_arguments import ObjectiveArguments, check_denoisers
+from t5kit.config.pretrain_arguments import check_denoisers
 from t5kit.config.script_flags import PRETRAIN_FLAG_CLASSES
 from t5kit.data import ul2
 from t5kit.errors import UsageError
@@ -219,57 +220,6 @@ class ModeTokenTest(parameterized.TestCase):
     def test_collator_refuses_a_tokenizer_without_its_mode_token(self):
         with self.assertRaisesRegex(UsageError, r"lacks the paradigm token \[NLU\]"):
             ul2.DataCollatorForUL2(in_memory_t5_tokenizer(), UL2_DENOISERS, input_length=64)
-
-
-class ObjectiveFlagsTest(parameterized.TestCase):
-
-    @parameterized.named_parameters(
-        ("misspelt_setting", [{"paradigm": "S", "noise_densty": 0.25, "proportion": 1}],
-         r"--denoisers item 1: unknown denoiser setting 'noise_densty'; did you mean 'noise_density'\?"),
-        ("unknown_setting", [{"paradigm": "R", "mean_span": 3, "noise_density": 0.15, "proportion": 1}],
-         r"unknown denoiser setting 'mean_span'; choices: paradigm, mean_noise_span_length, noise_density"),
-        ("unknown_paradigm", [{"paradigm": "Q", "noise_density": 0.15, "proportion": 1}],
-         r"paradigm 'Q' is not a UL2 paradigm; choices: R, X, S"),
-        ("sum", [{"paradigm": "S", "noise_density": 0.25, "proportion": 0.5}],
-         r"--denoisers proportions sum to 0.5, not 1"),
-        ("s_with_span", [{"paradigm": "S", "noise_density": 0.25, "proportion": 1, "mean_noise_span_length": 3}],
-         r"an S-denoiser has no mean_noise_span_length"),
-        ("s_density", [{"paradigm": "S", "noise_density": 0.75, "proportion": 1}], r"must be in \(0, 0.5\] for S"),
-        ("span_without_length", [{"paradigm": "R", "noise_density": 0.15, "proportion": 1}],
-         r"mean_noise_span_length must be a number, got None"),
-        ("mode_token_with_space", [{"paradigm": "S", "noise_density": 0.25, "proportion": 1, "mode_token": "[a b]"}],
-         r"mode_token '\[a b\]' must be a non-empty string without spaces"),
-        ("not_a_list", {"paradigm": "S"}, r"--denoisers must be a non-empty YAML list of mappings"),
-    )
-    def test_bad_denoisers(self, denoisers, message):
-        with self.assertRaisesRegex(UsageError, message):
-            ObjectiveArguments(objective="ul2", denoisers=denoisers)
-
-    def test_prefix_lm_takes_only_s_denoisers(self):
-        with self.assertRaisesRegex(UsageError, "--objective prefix_lm takes only S denoisers"):
-            ObjectiveArguments(objective="prefix_lm", denoisers=[dict(constants.UL2_DENOISERS[0], proportion=1)])
-
-    def test_denoisers_need_a_mixture_objective(self):
-        with self.assertRaisesRegex(UsageError, "--denoisers applies to --objective ul2 or prefix_lm"):
-            ObjectiveArguments(denoisers=[{"paradigm": "S", "noise_density": 0.5, "proportion": 1}])
-
-    def test_defaults_are_filled(self):
-        self.assertEqual(ObjectiveArguments(objective="ul2").denoisers, UL2_DENOISERS)
-        self.assertEqual(ObjectiveArguments(objective="prefix_lm").denoisers, [
-            {"paradigm": "S", "mean_noise_span_length": None, "noise_density": 0.5, "proportion": 1.0,
-             "mode_token": None}])
-        self.assertIsNone(ObjectiveArguments().denoisers)
-
-    def test_yaml_list_and_command_line_text_agree(self):
-        work = self.create_tempdir()
-        common = ["--output_dir", str(work.full_path), "--tokenizer_name_or_path", "unused", "--train_files",
-                  work.create_file("t.txt", "text\n").full_path, "--objective", "ul2"]
-        text = "[{paradigm: S, noise_density: 0.25, proportion: 1, mode_token: '[S2S]'}]"
-        config = work.create_file("c.yaml", f"denoisers: {text}\n").full_path
-        from_yaml = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [config, *common])[3]
-        from_flag = parsing.parse_flags(PRETRAIN_FLAG_CLASSES, [*common, "--denoisers", text])[3]
-        self.assertEqual(from_yaml.denoisers, from_flag.denoisers)
-        self.assertEqual(from_yaml.denoisers[0]["mode_token"], "[S2S]")
 
 
 @pytest.mark.slow  # pre-training runs, one resumed

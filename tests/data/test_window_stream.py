@@ -1,7 +1,6 @@
-"""data/window_stream.py + train/stream_resume.StreamPositionCollator: windows cut from a stream equal map-style
-packing, and a
-stream put at a recorded position continues exactly where the uninterrupted one did, without re-tokenising what
-came before."""
+"""data/window_stream.py: windows cut from a stream equal map-style packing, and a stream put at a recorded position
+continues exactly where the uninterrupted one did, without re-tokenising what came before. (The collator that
+carries the windows' ids into training: tests/train/test_stream_resume.py.)"""
 import json
 import subprocess
 import sys
@@ -12,14 +11,11 @@ from unittest import mock
 
 import datasets
 import numpy as np
-import torch
 from absl.testing import absltest, parameterized
 from transformers import T5TokenizerFast
 
-from data_collator import DataCollatorForT5SpanCorruption, compute_input_and_target_lengths
 from t5kit.data import corpus
 from t5kit.data.window_stream import WindowStream
-from t5kit.train.stream_resume import StreamPositionCollator
 from tests.helpers import read_paragraphs, require
 
 WINDOW = 61  # a prime, so windows start at varying offsets inside documents
@@ -216,29 +212,6 @@ class ReadingAheadTest(StreamTestCase):
             """)
         subprocess.run([sys.executable, "-c", child], check=True, timeout=60)
         self.assertTrue(closed.exists())
-
-
-class StreamPositionCollatorTest(absltest.TestCase):
-
-    def test_ids_go_into_the_batch_and_the_stream_epoch_sets_the_masks(self):
-        tokenizer = T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
-        tokens_length, target_length = compute_input_and_target_lengths(64, 0.15, 3.0)
-        span = DataCollatorForT5SpanCorruption(tokenizer, noise_density=0.15, mean_noise_span_length=3.0,
-                                               input_length=64, target_length=target_length, seed=5)
-        collator = StreamPositionCollator(span)
-        rng = np.random.default_rng(0)
-        windows = [rng.integers(5, 30000, tokens_length) for _ in range(3)]
-        batch = collator([{"input_ids": w, "window_index": 10 + i, "stream_epoch": 2} for i, w in enumerate(windows)])
-        self.assertEqual(batch["window_index"].tolist(), [10, 11, 12])
-        self.assertEqual(span.epoch, 2)
-        span.set_epoch(2)
-        plain = span([{"input_ids": w} for w in windows])
-        self.assertTrue(torch.equal(batch["input_ids"], plain["input_ids"]))  # the masks of epoch 2
-        span.set_epoch(0)
-        self.assertFalse(torch.equal(span([{"input_ids": w} for w in windows])["input_ids"], plain["input_ids"]))
-        evaluation = collator([{"input_ids": w} for w in windows])  # evaluation windows: no ids, epoch unchanged
-        self.assertNotIn("window_index", evaluation)
-        self.assertEqual(span.epoch, 0)
 
 
 if __name__ == "__main__":

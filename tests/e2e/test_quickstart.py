@@ -6,7 +6,7 @@ import pytest
 from absl.testing import absltest
 
 from scripts import quickstart_corpus
-from tests.helpers import REPO, pre_train, train_tokenizer
+from tests.helpers import REPO, pre_train, predict, predict_flags, train_tokenizer
 
 pytestmark = pytest.mark.slow  # builds a corpus and a tokenizer, then pre-trains
 
@@ -30,6 +30,17 @@ class QuickstartTest(absltest.TestCase):
         self.assertLess(eval_losses[-1], 0.7 * eval_losses[0])
         for name in ("config.yaml", "metrics.json", "loss_curve.png", "model.safetensors", "out.log", "README.md"):
             self.assertTrue((out / name).is_file(), name)
+
+        # predict_t5.py --fp16 fills the same spans as fp32 (fp16 weights, the feed-forward outputs in fp32).
+        lines = [line for line in (work / "validation.txt").read_text().splitlines() if len(line.split()) > 8][:12]
+        spans = work / "spans.txt"
+        spans.write_text("".join(" ".join([*words[:3], "<extra_id_0>", *words[5:8], "<extra_id_1>"]) + "\n"
+                                 for words in (line.split() for line in lines)))
+        filled = {precision: [row["filled"] for row in predict(predict_flags(
+            str(out), str(spans), str(work / f"filled_{precision}.jsonl"), fp16=precision == "fp16"))]
+            for precision in ("fp32", "fp16")}
+        self.assertLen(filled["fp32"], 12)
+        self.assertEqual(filled["fp16"], filled["fp32"])
 
 
 if __name__ == "__main__":

@@ -3,11 +3,16 @@ and each bad input refused in one line with the study untouched. Most tests swee
 (sub-second trials); one runs pre_train_t5.py on real text."""
 import contextlib
 import csv
+import importlib.util
 import io
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+import unittest
 from pathlib import Path
 
 import optuna
@@ -16,11 +21,12 @@ import yaml
 from absl.testing import absltest, parameterized
 from optuna.trial import TrialState
 
+from t5kit import cli
 from t5kit.config import parsing
 from t5kit.config.script_flags import PRETRAIN_FLAG_CLASSES
 from t5kit.errors import UsageError
 from t5kit.sweep import storage as sweep_storage
-from tests.helpers import REPO, require, run_sweep, snapshot
+from tests.helpers import REPO, free_port, require, run_sweep, snapshot
 
 TOY = REPO / "tests" / "fixtures" / "toy_program.py"
 AGENT_TIMEOUT_S = 240
@@ -43,6 +49,66 @@ def toy_space(**constants):
 def load_trials(out, study="toy", storage=None):
     storage = storage or f"sqlite:///{Path(out).resolve() / 'sweep.db'}"
     return optuna.load_study(study_name=study, storage=sweep_storage.open_storage(storage)).get_trials()
+
+
+# Where the PostgreSQL server cannot be installed or started, its tests skip and name why; .ci/run sets this to 1, so
+# that a CI without the server fails instead of passing by skipping (as T5_REQUIRE_SHARED_DATA does for the data).
+REQUIRE_POSTGRES_ENV = "T5_REQUIRE_POSTGRES"
+
+
+def postgres_unavailable(reason):
+    message = f"no PostgreSQL server for the sweep tests: {reason}"
+    if os.environ.get(REQUIRE_POSTGRES_ENV) == "1":
+        raise AssertionError(f"{message}; {REQUIRE_POSTGRES_ENV}=1 (.ci/run) makes this a failure, not a skip")
+    raise unittest.SkipTest(message)
+
+
+def postgres_binaries():
+    """The folder of initdb and pg_ctl: on PATH, else Debian's /usr/lib/postgresql/VERSION/bin (the newest)."""
+    initdb = shutil.which("initdb")
+    if initdb and shutil.which("pg_ctl"):
+        return Path(initdb).resolve().parent
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
+    return found[-1].parent if found else None
+
+
+@contextlib.contextmanager
+def postgres_server():
+    """A PostgreSQL server of the test's own: a cluster made by initdb in a temporary folder, listening on 127.0.0.1
+    at a free port (trust authentication; its unix socket in that folder), stopped and removed after. Yields its
+    URL. As root it runs as the `postgres` user the Debian package creates: postgres refuses to run as root."""
+    if importlib.util.find_spec("psycopg") is None:
+        postgres_unavailable("psycopg is not installed (requirements.txt lists psycopg[binary])")
+    binaries = postgres_binaries()
+    if binaries is None:
+        postgres_unavailable("initdb and pg_ctl are not installed (apt-get install postgresql; .ci/run does it)")
+    as_user = []
+    folder = Path(tempfile.mkdtemp(prefix="t5-postgres-"))
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            shutil.rmtree(folder)
+            postgres_unavailable("running as root, and there is no `postgres` user to run the server as")
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = folder / "data", free_port()
+
+    def run(*command):
+        return subprocess.run([*as_user, *map(str, command)], capture_output=True, text=True, timeout=120)
+
+    started = run(binaries / "initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
+    if started.returncode == 0:
+        started = run(binaries / "pg_ctl", "-D", data, "-l", folder / "server.log", "-w", "-t", "60", "-o",
+                      f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off", "start")
+    if started.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        postgres_unavailable(f"{started.args[len(as_user)]} failed: {started.stderr.strip()[-500:]}")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        run(binaries / "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def start_agent(sweep_file, *args):
@@ -127,11 +193,82 @@ class SharedStudyTest(parameterized.TestCase):
         self.assertEqual([t.state for t in trials], [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE])
         self.assertIn("died while the trial ran", trials[1].user_attrs["fail_reason"])
 
+    @parameterized.named_parameters(("journal", "journal"), ("postgresql", "postgresql"))
+    @pytest.mark.kill  # SIGKILLs one of three agents mid-trial
+    def test_three_agents_one_killed_mid_trial_count_every_trial_once(self, kind):
+        folder = Path(self.create_tempdir().full_path)
+        total = 6
+        journal = contextlib.nullcontext(f"journal://{folder.resolve()}/sweep.journal")
+        with postgres_server() if kind == "postgresql" else journal as storage:
+            path = write_sweep(folder, toy_space(evals=2, sleep_s=0.5))
+            agents = [start_agent(path, "--trials", total, "--storage", storage, "--heartbeat_interval", 2,
+                                  "--output_dir", folder / "out") for _ in range(3)]
+            victim = agents[0]
+            killed = self.wait_for_running_trial(victim, storage)
+            victim.kill()  # SIGKILL: nothing recorded; its trial stays RUNNING until another agent looks
+            victim.communicate()
+            for agent in agents[1:]:
+                _, stderr = agent.communicate(timeout=AGENT_TIMEOUT_S)
+                self.assertEqual(agent.returncode, 0, stderr[-2000:])
+            trials = load_trials(folder / "out", storage=storage)
+
+        self.assertEqual([t.number for t in trials], list(range(len(trials))))  # each trial once, none lost
+        counted, surplus = trials[:total], trials[total:]  # surplus: two agents asked at once (a server store)
+        self.assertEqual([t.state for t in counted],
+                         [TrialState.FAIL if t.number == killed else TrialState.COMPLETE for t in counted])
+        self.assertRegex(counted[killed].user_attrs["fail_reason"], f"agent pid {victim.pid} on .* (died|silent)")
+        for trial in surplus:
+            self.assertEqual(trial.state, TrialState.FAIL)
+            self.assertIn("surplus", trial.user_attrs["fail_reason"])
+        # every counted trial ran its program once, into its own folder (a second run would fail on mkdir)
+        self.assertEqual(sorted(p.name for p in (folder / "out" / "trials").iterdir()),
+                         [f"trial_{n:04d}" for n in range(total)])
+        best = min((t for t in counted if t.state == TrialState.COMPLETE), key=lambda t: t.value)
+        best_config = yaml.safe_load((folder / "out" / "best_config.yaml").read_text())
+        self.assertEqual((best_config["x"], best_config["layers"]),
+                         (best.user_attrs["flags"]["x"], best.user_attrs["flags"]["layers"]))
+
+    def wait_for_running_trial(self, agent, storage):
+        """The number of the trial `agent` runs, once it runs one."""
+        deadline = time.monotonic() + AGENT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self.assertIsNone(agent.poll(), "the agent ended before it ran a trial")
+            with contextlib.suppress(Exception):  # no study, or no tables, yet
+                for trial in load_trials(None, storage=storage):
+                    stamp = trial.system_attrs.get(sweep_storage.AGENT_ATTR, {})
+                    if trial.state == TrialState.RUNNING and stamp.get("pid") == agent.pid:
+                        return trial.number
+            time.sleep(0.2)
+        self.fail(f"agent pid {agent.pid} ran no trial in {AGENT_TIMEOUT_S} s")
+
+    def test_no_completed_trial_is_one_error_line_naming_the_first_failure(self):
+        folder = Path(self.create_tempdir().full_path)
+        path = write_sweep(folder, {"fail": {"value": True}, "evals": {"value": 1}, "x": {"values": [0.1, 0.2]}},
+                           method="grid")
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit_info:
+            cli.run_cli(lambda: run_sweep([str(path), "--output_dir", str(folder / "out")]))
+        self.assertEqual(exit_info.exception.code, 2)
+        errors = [line for line in stderr.getvalue().splitlines() if line.startswith("error:")]
+        self.assertLen(errors, 1, stderr.getvalue())
+        log = folder / "out" / "logs" / "trial_0000.stderr.log"
+        self.assertEqual(errors[0], "error: no trial of study 'toy' completed: 2 of 2 failed; the first, trial 0: "
+                                    f"Traceback: RuntimeError: toy failure on purpose (log: {log}); fix that, then "
+                                    "rerun with a larger --trials (failed trials count towards it) or another "
+                                    "--study_name")
+        self.assertEqual([t.state for t in load_trials(folder / "out")], [TrialState.FAIL] * 2)
+        self.assertTrue((folder / "out" / "trials.csv").is_file())  # the report is written all the same
+        self.assertFalse((folder / "out" / "best_config.yaml").exists())
+
     def test_failing_trial_is_recorded_and_the_sweep_goes_on(self):
         folder = Path(self.create_tempdir().full_path)
         path = write_sweep(folder, {"fail": {"values": [True, False]}, "evals": {"value": 1}}, method="grid")
-        run_sweep([str(path), "--output_dir", str(folder / "out"), "--seed", "0"])
+        with self.assertLogs("sweep", "WARNING") as logs:
+            run_sweep([str(path), "--output_dir", str(folder / "out"), "--seed", "0"])
         trials = {t.params["fail"]: t for t in load_trials(folder / "out")}
+        log = folder / "out" / "logs" / f"trial_{trials[True].number:04d}.stderr.log"
+        self.assertIn(f"1 of 2 trials failed; the first, trial {trials[True].number}: Traceback: RuntimeError: toy "
+                      f"failure on purpose (log: {log})", logs.output[-1])
         self.assertEqual(trials[True].state, TrialState.FAIL)
         self.assertIn("toy failure on purpose", trials[True].user_attrs["fail_reason"])
         self.assertEqual(trials[False].state, TrialState.COMPLETE)

@@ -5,15 +5,17 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from absl.testing import absltest, parameterized
 
-from tests.helpers import REPO
+from tests.helpers import REPO, free_port
 
 SCRIPTS = sorted(str(p.relative_to(REPO)) for p in (REPO / "slurm").glob("*.sbatch"))
 # Scripts that read the topology through slurm/topology.sh, which refuses to run outside a job.
 TOPOLOGY_SCRIPTS = [s for s in SCRIPTS if "slurm/topology.sh" in (REPO / s).read_text()]
+WANDB_SERVER_CHECK = "python -m scripts.check_wandb_server"  # before `wandb agent`: its server answers
 FAKE_SCONTROL = """#!/usr/bin/env bash
 # Stand-in for `scontrol show hostnames gpu-[001-002]`.
 [[ "$1 $2" == "show hostnames" ]] && printf 'gpu-001\\ngpu-002\\n'
@@ -38,13 +40,14 @@ class SlurmScriptsTest(parameterized.TestCase):
                         SLURM_GPUS_ON_NODE="4", SLURM_NTASKS="8", SLURM_SUBMIT_DIR=str(REPO),
                         HOSTFILE=str(self.dir / "hostfile"))
 
-    def dry_run(self, script, *args):
+    def dry_run(self, script, *args, checks=()):
+        """The launch command a script prints (and its output), after exactly the `checks` commands."""
         result = subprocess.run(["bash", str(REPO / script), *args], env=self.env, capture_output=True, text=True,
                                 timeout=60)
         self.assertEqual(result.returncode, 0, result.stderr)
         commands = [line[2:] for line in result.stdout.splitlines() if line.startswith("+ ")]
-        self.assertLen(commands, 1, result.stdout)
-        return commands[0], result.stdout
+        self.assertEqual(commands[:-1], list(checks), result.stdout)
+        return commands[-1], result.stdout
 
     def test_accelerate_multinode_command(self):
         command, stdout = self.dry_run("slurm/pretrain_multinode_accelerate.sbatch", "configs/quickstart.yaml",
@@ -63,14 +66,35 @@ class SlurmScriptsTest(parameterized.TestCase):
                                   "configs/quickstart.yaml --deepspeed zero_stage2_config.json")
 
     def test_wandb_agents_command(self):
-        command, _ = self.dry_run("slurm/wandb_sweep_agents.sbatch", "--dry-run", "me/t5/abc123", "5")
+        command, _ = self.dry_run("slurm/wandb_sweep_agents.sbatch", "--dry-run", "me/t5/abc123", "5",
+                                  checks=[WANDB_SERVER_CHECK])
         self.assertEqual(command, "srun --ntasks 8 --gpus-per-task 1 wandb agent --count 5 me/t5/abc123")
+
+    def test_wandb_agents_stop_in_seconds_when_the_server_does_not_answer(self):
+        """A refused port as the W&B server: the job ends at the check with one error line (exit 2), and srun
+        never starts an agent."""
+        srun_log = self.dir / "srun.log"
+        (self.dir / "bin" / "srun").write_text(f"#!/usr/bin/env bash\necho \"$*\" >> {srun_log}\n")
+        (self.dir / "bin" / "srun").chmod(0o755)
+        env = {k: v for k, v in self.env.items() if k != "DRY_RUN"}
+        env.update(PATH=f"{Path(sys.executable).parent}:{env['PATH']}", WANDB_MODE="online",
+                   WANDB_BASE_URL=f"http://127.0.0.1:{free_port()}")
+        start = time.monotonic()
+        result = subprocess.run(["bash", str(REPO / "slurm/wandb_sweep_agents.sbatch"), "me/t5/abc123", "5"],
+                                env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertLess(time.monotonic() - start, 60)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        self.assertLen(errors, 1, result.stderr)
+        self.assertIn(f"wandb agent: the W&B server {env['WANDB_BASE_URL']} does not answer (connection refused",
+                      errors[0])
+        self.assertFalse(srun_log.exists())
 
     def test_wandb_agents_dry_run_shows_one_output_folder_per_run(self):
         """8 agents on a node: each run gets its own --output_dir from the run id the agent sets."""
         self.env.update(PATH=f"{Path(sys.executable).parent}:{self.env['PATH']}",
                         SWEEP_YAML="sweeps/glue_sst2_sweep.yaml")
-        _, stdout = self.dry_run("slurm/wandb_sweep_agents.sbatch", "me/t5/abc123", "5")
+        _, stdout = self.dry_run("slurm/wandb_sweep_agents.sbatch", "me/t5/abc123", "5", checks=[WANDB_SERVER_CHECK])
         folders = re.findall(r"^run (\S+): output_dir: (\S+)$", stdout, flags=re.M)
         self.assertEqual(folders, [(f"dry-run-agent{i}", f"runs/sweeps/glue_sst2_sweep/dry-run-agent{i}")
                                    for i in range(8)])

@@ -15,7 +15,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, T5Config, T5ForCondi
 import constants
 from t5kit.config.arguments import ModelArguments
 from t5kit.errors import UsageError
-from t5kit.model import building
+from t5kit.model import building, precision
 from t5kit.train import resume
 from tests.helpers import OneThreadTestCase, TinyRunTestCase, fine_tune, pre_train, tiny_flags, tiny_run_flags
 
@@ -255,7 +255,7 @@ class ConfigOverridesRunTest(TinyRunTestCase):
 
 
 class PositionBiasDtypeTest(absltest.TestCase):
-    """building.cast_position_bias_under_autocast: SDPA gets one dtype under autocast, fp32 is untouched; and the
+    """precision.cast_position_bias_under_autocast: SDPA gets one dtype under autocast, fp32 is untouched; and the
     mask SDPA gets has a contiguous last dimension. Both are conditions of SDPA's fused kernels: without either,
     every T5 attention runs the unfused math path (transformers < 5.20 passed a permuted bias: 125 vs 102 ms per
     t5-base step on an H100)."""
@@ -283,7 +283,7 @@ class PositionBiasDtypeTest(absltest.TestCase):
 
         fp32_before, bf16_before = logits(False), logits(True)
         self.assertIn((torch.bfloat16, torch.float32), seen)  # the mismatch that keeps SDPA off its fused kernels
-        building.cast_position_bias_under_autocast(model)
+        precision.cast_position_bias_under_autocast(model)
         fp32_after, bf16_after = logits(False), logits(True)
         self.assertEqual(set(seen), {(torch.bfloat16, torch.bfloat16)})
         self.assertEqual(len(seen), 3 * 2)  # encoder self, decoder self and cross attention in each of 2 layers
@@ -296,7 +296,7 @@ class PositionBiasDtypeTest(absltest.TestCase):
 
 
 class ResidualStreamDtypeTest(parameterized.TestCase):
-    """--activation_dtype bfloat16 (building.cast_residual_stream_under_autocast): under autocast every T5 block of
+    """--activation_dtype bfloat16 (precision.cast_residual_stream_under_autocast): under autocast every T5 block of
     the encoder and decoder takes a bf16 residual stream (fp32 without the hooks), fp32 runs are bit-identical, the
     parameters and their gradients stay fp32, and the logits stay near fp32's."""
 
@@ -330,7 +330,7 @@ class ResidualStreamDtypeTest(parameterized.TestCase):
         fp32_before, _, _ = self.forward_backward(model, False)
         _, entering, _ = self.forward_backward(model, True)
         self.assertEqual(set(entering), {torch.float32})  # autocast alone: the stream between the matmuls is fp32
-        self.assertEqual(building.cast_residual_stream_under_autocast(model), 2)  # encoder's and decoder's
+        self.assertEqual(precision.cast_residual_stream_under_autocast(model), 2)  # encoder's and decoder's
         fp32_after, entering_fp32, grads_fp32 = self.forward_backward(model, False)
         _, entering, grads = self.forward_backward(model, True)
         self.assertEqual(entering, [torch.bfloat16] * 4)  # 2 encoder + 2 decoder blocks
@@ -342,7 +342,7 @@ class ResidualStreamDtypeTest(parameterized.TestCase):
         model = self.model()
         fp32, _, _ = self.forward_backward(model, False)
         bf16_matmuls, _, _ = self.forward_backward(model, True)
-        building.cast_residual_stream_under_autocast(model)
+        precision.cast_residual_stream_under_autocast(model)
         bf16_stream, _, _ = self.forward_backward(model, True)
         scale = fp32.abs().mean()
         matmul_error = float((bf16_matmuls - fp32).abs().mean() / scale)

@@ -167,6 +167,21 @@ class ParityTest(parameterized.TestCase):
             print(f"{task} row {index}: torch {expected[index]!r} vs ctranslate2 {got[index]!r}, gap {gap:.2e}")
             self.assertLessEqual(gap, TIE, f"{task} row {index} ranks differently beyond a tie")
 
+    def test_fp16_weights_give_fp32s_labels(self):
+        """predict_t5.py --fp16 (the torch predictor with fp16 weights, the feed-forward outputs in fp32) on the same
+        trained model: the fp32 labels on >= 99 % of the SST-2 and RTE dev rows, by generation and by ranking."""
+        fp16 = inference.place_model(building.load_pretrained_t5(str(Path(self.tmp.name) / "model")), "cpu",
+                                     fp16=True)
+        for task in ("sst2", "rte"):
+            task_vals, ids = self.dev_ids(task)
+            words = list(task_vals["labels"].values())
+            for options in (dict(max_new_tokens=predict_inputs.generation_length(task_vals, {}, self.tokenizer)),
+                            dict(label_words=words)):
+                expected = inference.predict(self.model, self.tokenizer, ids, 32, progress=False, **options)
+                got = inference.predict(fp16, self.tokenizer, ids, 32, progress=False, **options)
+                agreement = sum(a == b for a, b in zip(expected, got)) / len(expected)
+                self.assertGreaterEqual(agreement, 0.99, f"{task} {sorted(options)}")
+
     def test_summed_log_probs_match_torch_scores(self):
         """score_batch's per-token log-probs summed (EOS included) are score_label_words' sums, not just argmax."""
         _, ids = self.dev_ids("rte")

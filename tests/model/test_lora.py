@@ -68,31 +68,6 @@ class LoraModuleTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, "holds a full model, but this run trains LoRA adapters"):
             resume.check_checkpoint_fits(folder.full_path, lora.apply_lora(self.model(), 8, 16.0, 0.0, ["q"]))
 
-    @parameterized.named_parameters(
-        ("merge_without_peft", dict(merge_adapters=True), "--merge_adapters merges LoRA adapters: pass --peft lora"),
-        ("rank", dict(peft="lora", lora_r=0), "--lora_r=0 must be >= 1"),
-        ("alpha", dict(peft="lora", lora_alpha=0), "--lora_alpha=0.0 must be > 0"),
-        ("empty_targets", dict(peft="lora", lora_target_modules=","), "--lora_target_modules names no module"),
-        ("peft_choice", dict(peft="qlora"), "--peft='qlora' is not a valid choice; did you mean 'lora'?"))
-    def test_bad_lora_flags(self, flags, message):
-        from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
-
-        with self.assertRaisesRegex(UsageError, message):
-            parsing.parse_flags(FINETUNE_FLAG_CLASSES, tiny_flags("/tmp/unused", **flags))
-
-    def test_target_modules_from_yaml_list_and_comma_string(self):
-        from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
-
-        config = self.create_tempfile("c.yaml", "peft: lora\nlora_target_modules: [q, k, v]\n").full_path
-        base = "google-t5/t5-small"  # LoRA adapts an existing model (nothing is loaded here)
-        from_yaml = parsing.parse_flags(FINETUNE_FLAG_CLASSES, [config, *tiny_flags("/tmp/unused",
-                                                                                    model_name_or_path=base)])[2]
-        from_flag = parsing.parse_flags(FINETUNE_FLAG_CLASSES, tiny_flags("/tmp/unused", peft="lora",
-                                                                           lora_target_modules="q,k,v",
-                                                                           model_name_or_path=base))[2]
-        self.assertEqual(from_yaml.lora_target_modules, ["q", "k", "v"])
-        self.assertEqual(from_flag.lora_target_modules, ["q", "k", "v"])
-
 
 @pytest.mark.slow  # fine-tuning runs, one resumed
 class LoraRunTest(OneThreadTestCase):

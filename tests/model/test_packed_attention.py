@@ -3,10 +3,9 @@ per-token losses and the gradients of real examples (UL2's R, X and S rows, pref
 tasks) packed as the batch contract says, in fp32, with eager, sdpa and t5_flex attention (its FlexAttention block
 mask too, forward on CPU), and for mT5 and UMT5; an unpacked batch runs bit for bit as without the hooks
 (generation included); no example sees another (a block-mask check); what cannot take the masks is refused.
-Packed rows' SDPA runs in bands (model/banded_attention.py): the key ranges and bands of a known layout, the same
-per-token losses and gradients as the dense masks on real UL2 rows (sdpa and t5_flex, with and without gradient
-checkpointing) with bands really used by all three attentions, the key-slice gradient equal to autograd's, and
-"sdpa" still transformers' function for any call without bands."""
+Packed rows' SDPA runs in bands (model/banded_attention.py) with the same per-token losses and gradients as the
+dense masks on real UL2 rows (sdpa and t5_flex, with and without gradient checkpointing), bands really used by all
+three attentions. (The bands' own layout, kernel and registration: tests/model/test_banded_attention.py.)"""
 import copy
 import csv
 import functools
@@ -20,7 +19,6 @@ import torch.nn.functional as F
 import transformers
 from absl.testing import absltest, parameterized
 from torch.nn.attention.flex_attention import flex_attention
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 import constants
 from t5kit.config.pretrain_arguments import check_denoisers
@@ -329,78 +327,6 @@ class RefusalsTest(OneThreadTestCase):
 
 
 # ------------------------------------------------------------------------ bands (model/banded_attention.py)
-# Two rows: three examples and padding; three examples filling the row.
-ENCODER = torch.tensor([[1, 1, 1, 2, 2, 3, 0, 0], [1, 2, 2, 2, 3, 3, 3, 3]])
-DECODER = torch.tensor([[1, 1, 2, 3, 0, 0], [1, 2, 2, 3, 3, 3]])
-
-
-class KeyRangesTest(parameterized.TestCase):
-
-    def test_encoder_self_attention_sees_its_segment(self):
-        lo, hi = banded_attention.key_ranges(ENCODER, ENCODER, causal=False)
-        self.assertEqual(lo.tolist(), [[0, 0, 0, 3, 3, 5, 6, 6], [0, 1, 1, 1, 4, 4, 4, 4]])
-        self.assertEqual(hi.tolist(), [[3, 3, 3, 5, 5, 6, 8, 8], [1, 4, 4, 4, 8, 8, 8, 8]])
-
-    def test_decoder_self_attention_stops_at_itself(self):
-        lo, hi = banded_attention.key_ranges(DECODER, DECODER, causal=True)
-        self.assertEqual(lo.tolist(), [[0, 0, 2, 3, 4, 4], [0, 1, 1, 3, 3, 3]])
-        self.assertEqual(hi.tolist(), [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]])
-
-    def test_cross_attention_sees_the_same_example_of_the_inputs(self):
-        lo, hi = banded_attention.key_ranges(DECODER, ENCODER, causal=False)
-        self.assertEqual(lo.tolist()[1], [0, 1, 1, 4, 4, 4])
-        self.assertEqual(hi.tolist()[1], [1, 4, 4, 8, 8, 8])
-
-
-class BandsTest(parameterized.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.enter_context(mock.patch.object(banded_attention, "QUERY_BLOCK", 2))
-        self.enter_context(mock.patch.object(banded_attention, "BAND_SHARE", 1.0))
-
-    def test_each_block_spans_every_row_it_needs(self):
-        bands = banded_attention.bands(*banded_attention.key_ranges(ENCODER, ENCODER, False), 8)
-        # queries 0-1: row 0 sees keys 0-2, row 1 keys 0-3; queries 6-7: padding of row 0 (6-7), row 1's 4-7.
-        self.assertEqual(bands, [(0, 2, 0, 4), (2, 4, 0, 5), (4, 6, 3, 8), (6, 8, 4, 8)])
-
-    def test_a_ragged_last_block(self):
-        bands = banded_attention.bands(*banded_attention.key_ranges(ENCODER[:, :7], ENCODER[:, :7], False), 7)
-        self.assertEqual(bands[-1], (6, 7, 4, 7))
-
-    def test_decoder_padding_takes_no_part_and_a_padding_only_block_gets_the_last_input(self):
-        decoder = torch.tensor([[1, 1, 2, 2, 0, 0]])
-        encoder = torch.tensor([[1, 1, 1, 2, 2, 2, 2, 0]])
-        bands = banded_attention.stack_bands(encoder, decoder)
-        self.assertEqual(bands.cross_attention, [(0, 2, 0, 3), (2, 4, 3, 7), (4, 6, 7, 8)])
-        self.assertEqual(bands.self_attention, [(0, 2, 0, 2), (2, 4, 2, 4), (4, 6, 4, 6)])
-
-    def test_no_bands_off_the_cpu(self):  # a GPU keeps the dense masks: the bands would sync it (module doc)
-        self.assertIsNotNone(banded_attention.stack_bands(ENCODER, DECODER))
-        self.assertIsNone(banded_attention.stack_bands(ENCODER.to("meta"), DECODER.to("meta")))
-        self.assertIsNone(banded_attention.stack_bands(ENCODER.to("meta")))
-
-    def test_bands_over_the_share_are_not_used(self):
-        one_example = torch.ones((2, 8), dtype=torch.long)
-        self.assertIsNotNone(banded_attention.bands(*banded_attention.key_ranges(one_example, one_example, False), 8))
-        with mock.patch.object(banded_attention, "BAND_SHARE", 0.75):
-            self.assertIsNone(banded_attention.bands(*banded_attention.key_ranges(one_example, one_example, False),
-                                                     8))
-            self.assertIsNotNone(banded_attention.bands(*banded_attention.key_ranges(ENCODER, ENCODER, False), 8))
-
-
-class KeyBandsTest(parameterized.TestCase):
-
-    def test_gradient_equals_autograds_slices(self):
-        ranges = [(0, 5), (3, 9), (7, 12), (11, 12)]
-        tensor = torch.randn(2, 3, 12, 4, dtype=torch.float64, requires_grad=True)
-        weights = [torch.randn(2, 3, k1 - k0, 4, dtype=torch.float64) for k0, k1 in ranges]
-        sum((band * w).sum() for band, w in zip(banded_attention.KeyBands.apply(tensor, ranges), weights)).backward()
-        banded, tensor.grad = tensor.grad, None
-        sum((tensor[:, :, k0:k1] * w).sum() for (k0, k1), w in zip(ranges, weights)).backward()
-        torch.testing.assert_close(banded, tensor.grad, rtol=0, atol=1e-12)
-
-
 def banded_ul2_rows():
     """Real UL2 R, X and S examples of 64-id windows, packed into rows of 256 x 192: several a row."""
     batch, placed = pack(collated_examples(UL2_DENOISERS, "RXS", 4), 256, 192)
@@ -433,18 +359,6 @@ class BandedEqualsDenseTest(OneThreadTestCase):
         for name, grad in dense_grads.items():
             self.assertGreater(grad.abs().max().item(), 0, name)
             torch.testing.assert_close(banded_grads[name], grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
-
-
-class SdpaPassThroughTest(parameterized.TestCase):
-
-    def test_sdpa_is_registered_and_a_call_without_bands_is_transformers(self):
-        self.assertIs(ALL_ATTENTION_FUNCTIONS["sdpa"], banded_attention.attention_forward)
-        with mock.patch.object(banded_attention, "sdpa_attention_forward", return_value=("out", None)) as plain:
-            result = banded_attention.attention_forward(mock.Mock(), "q", "k", "v", "mask", scaling=0.5,
-                                                        position_bias="bias")
-        self.assertEqual(result, ("out", None))
-        plain.assert_called_once_with(mock.ANY, "q", "k", "v", "mask", dropout=0.0, scaling=0.5,
-                                      position_bias="bias")
 
 
 if __name__ == "__main__":

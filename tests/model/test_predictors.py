@@ -56,6 +56,25 @@ class PredictorsTest(parameterized.TestCase):
         self.assertNotIn("holds no tokenizer", str(caught.exception))
         self.assertIn("not a T5 model", str(caught.exception))
 
+    @parameterized.product(backend=["torch", "ctranslate2"], path=["{tmp}/missing", "./runs/missing",
+                                                                   "runs/x/missing", "~/t5kit-missing-model"])
+    def test_a_missing_folder_is_said_to_be_missing(self, backend, path):
+        path = path.format(tmp=self.create_tempdir().full_path)
+        with self.assertRaises(UsageError) as caught:
+            predictors.load(backend, path, path, SETTINGS)
+        self.assertEqual(str(caught.exception), f"--model_name_or_path {path}: no such folder; pass a saved model "
+                                                "folder (one holding config.json) or a hub name such as "
+                                                "google-t5/t5-small")
+
+    @parameterized.parameters("torch", "ctranslate2")
+    def test_a_hub_name_still_goes_to_the_hub(self, backend):
+        """namespace/name is a hub repo id: offline (HF_HUB_OFFLINE=1, as tests run) the hub client answers."""
+        with self.assertRaisesRegex(UsageError, "cannot load model 't5kit-tests/no-such-model'") as caught:
+            predictors.load(backend, "t5kit-tests/no-such-model", "t5kit-tests/no-such-model", SETTINGS)
+        self.assertNotIn("no such folder", str(caught.exception))
+        self.assertTrue(str(caught.exception).endswith("(nor is there a local folder t5kit-tests/no-such-model)"),
+                        str(caught.exception))
+
 
 if __name__ == "__main__":
     absltest.main()

@@ -14,7 +14,8 @@ from transformers.masking_utils import bidirectional_mask_function, causal_mask_
 
 from t5kit.config.arguments import ModelArguments
 from t5kit.errors import UsageError
-from t5kit.model import banded_attention, building, t5_flex_attention
+from t5kit.model import building, t5_flex_attention
+from tests.helpers import attention_module
 
 
 def tiny_t5():
@@ -85,10 +86,6 @@ class FlexBiasedAttentionTest(absltest.TestCase):
         torch.testing.assert_close(got, expected.transpose(1, 2), rtol=1e-5, atol=1e-5)
 
 
-def attention_module(is_decoder, is_causal=False):
-    return types.SimpleNamespace(is_decoder=is_decoder, is_causal=is_causal, has_relative_attention_bias=False)
-
-
 def query_of(length, cuda=True):
     return types.SimpleNamespace(is_cuda=cuda, shape=(8, 12, length, 64))
 
@@ -129,11 +126,6 @@ class KernelChoiceTest(parameterized.TestCase):
             if m is not None:
                 self.assertTrue(m.is_floating_point())
                 self.assertEqual(m.stride(-1), 1)
-
-    def test_cross_attention_is_the_decoders_non_causal_attention(self):
-        self.assertTrue(banded_attention.is_cross_attention(attention_module(True, is_causal=False)))
-        self.assertFalse(banded_attention.is_cross_attention(attention_module(True, is_causal=True)))
-        self.assertFalse(banded_attention.is_cross_attention(attention_module(False)))
 
 
 class MaskTest(parameterized.TestCase):

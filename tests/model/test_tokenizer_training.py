@@ -1,4 +1,5 @@
-"""Spec of train_tokenizer: T5's id layout after loading, SentencePiece parity, the real T5 vocab, bad input."""
+"""Spec of train_tokenizer: T5's id layout after loading, SentencePiece parity, the real T5 vocab, bad input.
+(The flags' own ranges: tests/config/test_tokenizer_arguments.py.)"""
 import functools
 import subprocess
 import sys
@@ -13,7 +14,6 @@ from absl.testing import absltest, parameterized
 from tokenizers import Tokenizer, models
 
 from scripts import quickstart_corpus
-from t5kit.config.tokenizer_arguments import TokenizerArguments
 from t5kit.errors import UsageError
 from t5kit.model import building, tokenizer_training
 from tests.helpers import REPO, require, snapshot, train_tokenizer
@@ -178,11 +178,6 @@ class BadInputTest(parameterized.TestCase):
         self.assertEqual((result.returncode, result.stderr.strip().splitlines()[-1]),
                          (2, "error: --output_dir /proc/nope/tok cannot be created (No such file or directory); "
                              "pass a folder you can write to"))
-
-    @parameterized.named_parameters(("all_lines", 0), ("minimum", 101))
-    def test_input_sentence_size_accepted(self, size):
-        args = TokenizerArguments(train_files=["a.txt"], output_dir="out", input_sentence_size=size)
-        self.assertEqual(args.input_sentence_size, size)
 
     def test_overwrite_replaces_folder(self):
         train_tokenizer(["--train_files", str(self.text), "--output_dir", str(self.out), "--vocab_size", "300",

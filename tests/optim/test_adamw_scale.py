@@ -1,5 +1,6 @@
-"""optim/adamw_scale.AdamWScale (--adamw_rms_scaling): nanoT5's numbers, its state across a save and load, and the
-trainers and --param_group_lr building it."""
+"""optim/adamw_scale.AdamWScale (--adamw_rms_scaling): nanoT5's numbers, its state across a save and load,
+--param_group_lr building it and the flag refused with another optimizer. (The trainers' choice of it:
+tests/optim/test_optimizer_classes.py.)"""
 import copy
 import math
 
@@ -10,8 +11,6 @@ from transformers import T5Config, T5ForConditionalGeneration
 from t5kit.errors import UsageError
 from t5kit.optim import param_groups
 from t5kit.optim.adamw_scale import AdamWScale
-from t5kit.train import task_trainer
-from t5kit.train.pretrain_trainer import PretrainTrainer
 from tests.helpers import training_args
 
 LR, BETAS, EPS, WEIGHT_DECAY = 2e-2, (0.9, 0.999), 1e-8, 0.01
@@ -109,16 +108,6 @@ class AdamWScaleNumbersTest(parameterized.TestCase):
 
 
 class AdamWScaleChoiceTest(parameterized.TestCase):
-
-    @parameterized.named_parameters(("pre_training", PretrainTrainer), ("fine_tuning", task_trainer.TaskTrainer))
-    def test_trainers_build_it_under_the_flag(self, trainer_cls):
-        for optim in ("adamw_torch", "adamw_torch_fused"):
-            optimizer_cls, kwargs = trainer_cls.get_optimizer_cls_and_kwargs(training_args(
-                "--optim", optim, "--adamw_rms_scaling", "true", "--learning_rate", "0.02"))
-            self.assertIs(optimizer_cls, AdamWScale)
-            self.assertEqual(kwargs, {"lr": 0.02, "betas": (0.9, 0.999), "eps": 1e-8})
-        optimizer_cls, _ = trainer_cls.get_optimizer_cls_and_kwargs(training_args())
-        self.assertIs(optimizer_cls, torch.optim.AdamW)
 
     def test_param_group_lr_builds_it(self):
         optimizer = param_groups.create_optimizer(small_t5(), training_args(

@@ -1,5 +1,6 @@
 """grouped_adafactor.GroupedAdafactor: transformers' Adafactor numbers and state with T5's settings, in a fraction of
-its operations; other settings take transformers' step; the trainers and --param_group_lr build it."""
+its operations; other settings take transformers' step; --param_group_lr builds it. (The trainers' choice of it:
+tests/optim/test_optimizer_classes.py.)"""
 import copy
 from unittest import mock
 
@@ -11,8 +12,6 @@ from transformers.optimization import Adafactor
 from bench.adafactor_step import OperationCounter  # counts aten operations (GPU kernels)
 from t5kit.optim import grouped_adafactor, param_groups
 from t5kit.optim.grouped_adafactor import GroupedAdafactor
-from t5kit.train import task_trainer
-from t5kit.train.pretrain_trainer import PretrainTrainer
 from tests.helpers import training_args
 
 T5_SETTINGS = {"scale_parameter": False, "relative_step": False, "warmup_init": False}  # Trainer's --optim adafactor
@@ -129,14 +128,6 @@ class GroupedAdafactorTest(parameterized.TestCase):
 
 
 class OptimizerChoiceTest(parameterized.TestCase):
-
-    @parameterized.named_parameters(("pre_training", PretrainTrainer),
-                                    ("fine_tuning", task_trainer.TaskTrainer))
-    def test_trainers_build_it_for_optim_adafactor(self, trainer_cls):
-        optimizer_cls, kwargs = trainer_cls.get_optimizer_cls_and_kwargs(training_args("--optim", "adafactor"))
-        self.assertIs(optimizer_cls, GroupedAdafactor)
-        self.assertEqual({key: kwargs[key] for key in T5_SETTINGS if key in kwargs},
-                         {"scale_parameter": False, "relative_step": False})
 
     def test_param_group_lr_builds_it_and_other_optimizers_are_trainers(self):
         model = small_t5()

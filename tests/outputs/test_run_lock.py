@@ -23,15 +23,20 @@ from t5kit.outputs.run_folder import LOCK_FILE
 from tests.helpers import REPO, OneThreadTestCase, entry_main, snapshot, tiny_flags
 
 # A process that takes a folder's lock through run_lock.take (what step 3 calls) and keeps it; with "fork" it
-# also forks a child that outlives it (as a DataLoader worker could). It prints "held <child pid or 0>".
+# also forks a child that outlives it (as a DataLoader worker could). It prints "held <child pid or 0>" once the
+# child runs Python code, so after the child's at-fork hooks (however slow the machine schedules the child).
 HOLDER = """
 import os, sys, time
 from t5kit.outputs import run_lock
 run_lock.take(sys.argv[1])
+started, tell = os.pipe()
 child = os.fork() if sys.argv[2:] == ["fork"] else 0
 if child == 0 and sys.argv[2:] == ["fork"]:
+    os.write(tell, b"x")
     time.sleep(600)
     os._exit(0)
+if child:
+    os.read(started, 1)
 print("held", child, flush=True)
 time.sleep(600)
 """

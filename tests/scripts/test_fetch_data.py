@@ -4,6 +4,7 @@ read the written folder back to the same T5 examples. The hub calls are replaced
 Last, the fetch writes every data path that tests, benches and configs read (parsed from their source)."""
 import ast
 import contextlib
+import difflib
 import io
 import json
 import re
@@ -395,7 +396,8 @@ def joined_to_data(node, constants):
 def read_data_paths(source, data_folders, task_names):
     """Regexes of the data paths a module reads: each require(...) argument and each SHARED_DATA / ... join. Where
     require() gets a variable (a parameter fed from a table of cases), every string of the module that names a path
-    under a folder the fetch writes (glue/RTE, boolq/dev.jsonl; not a task name such as glue/rte) stands for it."""
+    under a folder the fetch writes (glue/RTE, boolq/dev.jsonl; not a task name such as glue/rte, nor a misspelt one
+    such as glue/rtee that a refusal test feeds the registry) stands for it."""
     tree = ast.parse(source)
     constants, patterns, indirect = module_constants(tree), [], False
     for node in ast.walk(tree):
@@ -408,7 +410,8 @@ def read_data_paths(source, data_folders, task_names):
     if indirect:
         patterns += [re.escape(node.value) for node in ast.walk(tree) if isinstance(node, ast.Constant)
                      and isinstance(node.value, str) and DATA_PATH.fullmatch(node.value)
-                     and node.value.split("/")[0] in data_folders and node.value not in task_names]
+                     and node.value.split("/")[0] in data_folders
+                     and not difflib.get_close_matches(node.value, task_names, n=1, cutoff=0.9)]
     return patterns
 
 

@@ -10,7 +10,6 @@ import yaml
 from absl.testing import absltest, parameterized
 
 from t5kit.config import parsing
-from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
 from t5kit.errors import UsageError
 from t5kit.sweep import space as sweep_space
 from t5kit.sweep import study as sweep_study
@@ -166,32 +165,6 @@ class SamplerPrunerTest(parameterized.TestCase):
         path = write_sweep(self.create_tempdir().full_path, {"a": {"values": [1]}},
                            metric={"name": "eval/accuracy", "goal": "maximize"})
         self.assertEqual(sweep_space.load_sweep(path).metric, "eval_accuracy")
-
-
-class AgentArgsTest(parameterized.TestCase):
-    """What `wandb agent` passes (--name=value after the base config) parses through parsing.parse_flags."""
-
-    @parameterized.named_parameters(("args", "${args}"), ("no_boolean_flags", "${args_no_boolean_flags}"))
-    def test_agent_flags_parse(self, macro):
-        values = {"model_name_or_path": "google-t5/t5-small", "learning_rate": 3e-4,
-                  "per_device_train_batch_size": 16, "overwrite_output_dir": True,
-                  "lr_scheduler_type": "linear", "do_predict": False}
-        argv = sweep_trial.expand_command(["${program}", str(REPO / "configs/glue/sst2.yaml"), macro], "p.py",
-                                          values, None)[1:]
-        (_, data_args, training_args) = parsing.parse_flags(FINETUNE_FLAG_CLASSES, argv)
-        self.assertEqual(data_args.dataset_name, "sst2")
-        self.assertEqual(training_args.learning_rate, 3e-4)
-        self.assertEqual(training_args.per_device_train_batch_size, 16)
-        self.assertTrue(training_args.overwrite_output_dir)
-        self.assertFalse(training_args.do_predict)
-
-    def test_macros(self):
-        json_file = Path(self.create_tempdir().full_path) / "args.json"
-        argv = sweep_trial.expand_command(["${env}", "${interpreter}", "${program}", "${args_no_hyphens}",
-                                           "${args_json_file}"], "p.py", {"a": 1, "b": None}, json_file)
-        self.assertEqual(argv[0], "/usr/bin/env")
-        self.assertEqual(argv[2:4], ["p.py", "a=1"])
-        self.assertEqual(yaml.safe_load(json_file.read_text()), {"a": 1})
 
 
 class RefusalsTest(parameterized.TestCase):

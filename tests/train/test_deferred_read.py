@@ -11,7 +11,7 @@ from absl.testing import absltest, parameterized
 from torch.overrides import TorchFunctionMode
 from transformers import TrainerCallback
 
-from t5kit.train import preemption, task_trainer
+from t5kit.train import task_trainer
 from t5kit.train.deferred_read import DeferredRead
 from t5kit.train.nonfinite_guard import NonFiniteLossError
 from t5kit.train.pretrain_trainer import PretrainTrainer
@@ -147,22 +147,6 @@ class DeferredReadTest(absltest.TestCase):
         pending = DeferredRead(tensor)
         tensor.zero_()
         self.assertEqual(str(pending.read()), "[1.0, nan]")
-
-
-class PreemptionFlagTest(absltest.TestCase):
-    """In a distributed run every process stops one step after the all-reduce that saw a signal."""
-
-    def test_all_processes_stop_one_step_after_the_signal(self):
-        callback = preemption.PreemptionCallback()
-        args = mock.Mock(device=torch.device("cpu"))
-        summed = []
-        with mock.patch.object(torch.distributed, "is_initialized", return_value=True), \
-                mock.patch.object(torch.distributed, "all_reduce", side_effect=lambda t: summed.append(t.clone())):
-            decisions = [callback.any_process_received(args)]
-            callback.received = 15  # SIGTERM arrives during step 2
-            decisions += [callback.any_process_received(args), callback.any_process_received(args)]
-        self.assertEqual(decisions, [False, False, True])
-        self.assertEqual([t.tolist() for t in summed], [[0.0], [1.0], [1.0]])
 
 
 if __name__ == "__main__":
