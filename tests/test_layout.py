@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from absl.testing import absltest, parameterized
 
 from tests.helpers import ENTRY_SCRIPTS, REPO
@@ -129,6 +130,7 @@ class LayoutTest(parameterized.TestCase):
         for path in REPO.glob("t5kit/data/*.py"):
             self.assertEmpty([n for n in imported_modules(path) if n.startswith("t5kit.config")], path.name)
 
+    @pytest.mark.slow  # a second interpreter
     def test_the_config_layer_loads_no_trainer_data_or_model_module(self):
         code = ("import sys; import t5kit.config.script_flags, t5kit.config.parsing, t5kit.config.launch_checks; "
                 "print('\\n'.join(m for m in sys.modules if m.startswith(('t5kit.', 'data_collator', 'metrics'))))")

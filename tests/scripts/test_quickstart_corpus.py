@@ -7,6 +7,7 @@ from pathlib import Path
 from unittest import mock
 
 import datasets
+import pytest
 from absl.testing import absltest, parameterized
 
 from scripts import quickstart_corpus
@@ -22,6 +23,7 @@ def read_documents(path):
     return path.read_text(encoding="utf-8").rstrip("\n").split("\n\n")
 
 
+@pytest.mark.slow  # builds the whole quickstart corpus in setUpClass
 class BuiltCorpusTest(parameterized.TestCase):
     """One full build (the whole stdlib, as `make quickstart` runs it) shared by the tests below."""
 

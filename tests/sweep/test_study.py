@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import optuna
+import pytest
 import yaml
 from absl.testing import absltest, parameterized
 from optuna.trial import TrialState
@@ -52,6 +53,7 @@ class SweepTestCase(parameterized.TestCase):
 
 class ProgramFlagsTest(SweepTestCase):
 
+    @pytest.mark.slow  # a second interpreter
     def test_our_scripts_flags_come_from_script_flags_without_importing_them(self):
         """In a fresh interpreter: this one may have imported the script for another test."""
         code = ("import sys; from t5kit.config import script_flags; from t5kit.sweep import study; "
