@@ -1,9 +1,11 @@
-"""Does a quantized CTranslate2 export, or bf16, give a fine-tuned model's labels? predict_t5.py on a GLUE dev set with
-the torch backend (fp32, and bf16 weights where the hardware computes bf16, predict_t5.py's default there) and the
-ctranslate2 backend (float32, int8), generation and rank scoring: agreement and accuracy.
+"""Does a quantized CTranslate2 export, bf16 or fp16 give a fine-tuned model's labels? predict_t5.py on a GLUE dev set
+with the torch backend (fp32; bf16 weights where the hardware computes bf16, predict_t5.py's default there; fp16
+weights with --fp16, the GPUs without bf16) and the ctranslate2 backend (float32, int8), generation and rank scoring:
+agreement and accuracy.
 
     .venv/bin/python bench/ct2_agreement.py --model_name_or_path runs/bench_quality/finetune/sst2_pretrained_seed1
     .venv/bin/python bench/ct2_agreement.py --model_name_or_path RUN --task rte --compute_types float32,int8
+    .venv/bin/python bench/ct2_agreement.py --model_name_or_path RUN --fp16 --compute_types ""   # torch fp16 only
 
 Every arm runs predict_t5.py as a command, as a user would, on the whole dev file; the torch fp32 arm is the
 reference. A fine-tuned model is the point: a random model's logits are rarely near a decision between label words,
@@ -27,12 +29,12 @@ from t5kit.data.task_sources import label_id
 
 def predict(model, task, input_file, output_file, backend, compute_type, label_scoring, max_examples):
     """Runs predict_t5.py once; returns its predictions in input order. compute_type: CTranslate2's, or for the torch
-    backend fp32 or bf16."""
+    backend fp32, bf16 or fp16."""
     command = [sys.executable, "predict_t5.py", "--model_name_or_path", str(model), "--task", task,
                "--input_file", str(input_file), "--output_file", str(output_file), "--label_scoring", label_scoring,
                "--backend", backend, "--disable_tqdm", "true", "--max_predict_samples", str(max_examples)]
     if backend == "torch":
-        command += ["--bf16", str(compute_type == "bf16").lower()]
+        command += ["--bf16", str(compute_type == "bf16").lower(), "--fp16", str(compute_type == "fp16").lower()]
     else:
         command += ["--compute_type", compute_type]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
@@ -57,6 +59,7 @@ def main(argv=None):
     parser.add_argument("--compute_types", default="float32,int8", help="CTranslate2 compute types, one arm each")
     parser.add_argument("--label_scorings", default="generate,rank", help="predict_t5.py --label_scoring values")
     parser.add_argument("--max_examples", type=int, default=100_000, help="the first N examples of the dev file")
+    parser.add_argument("--fp16", action="store_true", help="a torch fp16 arm too (predict_t5.py --fp16)")
     args = parser.parse_args(argv)
     task_vals = find_task(args.task)
     input_file = SHARED_DATA / "glue" / task_vals["data_dir_name"] / task_vals["data_files"]["validation"]
@@ -74,7 +77,13 @@ def main(argv=None):
                                       args.max_examples)
                 line += (f" | torch bf16: agrees with torch fp32 on {accuracy(predictions, reference):.1%}"
                          f", accuracy {accuracy(predictions, gold):.1%}")
-            for compute_type in args.compute_types.split(","):
+            if args.fp16:
+                predictions = predict(args.model_name_or_path, args.task, input_file,
+                                      f"{folder}/{scoring}_torch_fp16.jsonl", "torch", "fp16", scoring,
+                                      args.max_examples)
+                line += (f" | torch fp16: agrees with torch fp32 on {accuracy(predictions, reference):.1%}"
+                         f", accuracy {accuracy(predictions, gold):.1%}")
+            for compute_type in filter(None, args.compute_types.split(",")):
                 predictions = predict(args.model_name_or_path, args.task, input_file,
                                       f"{folder}/{scoring}_ct2_{compute_type}.jsonl", "ctranslate2", compute_type,
                                       scoring, args.max_examples)

@@ -15,7 +15,7 @@ the Trainer's throughput targets first; --tiny shrinks each to seconds on a CPU)
 - throughput_*: bench/pretrain_throughput.py (Trainer vs bare loop, tokens/s, MFU against the card's bf16 spec) for
   t5-v1_1-base, bf16, input 512 / target 114, batch 64: compiled sdpa with pre_train_t5's defaults, compiled t5_flex
   with the Trainer's batches collated by 2 loader workers (also at batch 128, the nanoT5-budget recipes', and there
-  with --activation_dtype bfloat16), and both eager.
+  with --activation_dtype bfloat16, alone and with --loss_chunk_tokens or --fused_rmsnorm), and both eager.
 - trainer_profile: where the Trainer arm's step goes (torch.profiler over a few steps of the compiled t5_flex arm).
 - attention_bias: bench/attention_bias.py, the biased self-attention alone, FlexAttention and its variants.
 - fp16_correctness: pre_train_t5.py, 200 steps of t5-v1_1-small in fp32 and in --fp16 (the fp32 feed-forward outputs
@@ -157,6 +157,7 @@ def tail(path, lines=3):
     return " | ".join(Path(path).read_text().strip().splitlines()[-lines:])
 
 
+LOSS_CHUNK_TOKENS = 4096  # batch 128 x 114 targets in 4 chunks: 4096 x 32,128 bf16 logits (263 MB) at a time
 SECTIONS = (  # name, estimated seconds on one H100 (as measured 2026-11-26 where it ran) and in the dry run, function
     # In the order of issue 31's targets, so a short window measures what matters first: the Trainer's MFU, bf16,
     # packing's gain; then what names the Trainer's gap and what has never run on a GPU; the rest as time allows.
@@ -171,6 +172,12 @@ SECTIONS = (  # name, estimated seconds on one H100 (as measured 2026-11-26 wher
     ("throughput_compiled_t5_flex_workers2_batch128", 150, 0, throughput(True, "t5_flex", workers=2, batch_size=128)),
     ("throughput_compiled_t5_flex_workers2_batch128_bf16_activations", 150, 0,  # not yet run: T5X's bf16 stream
      throughput(True, "t5_flex", workers=2, batch_size=128, activation_dtype="bfloat16")),
+    # not yet run: the arm above with the chunked loss, then with the fused norm (docs/performance.md)
+    ("throughput_compiled_t5_flex_workers2_batch128_bf16_activations_loss_chunks", 150, 0,
+     throughput(True, "t5_flex", workers=2, batch_size=128, activation_dtype="bfloat16",
+                loss_chunk_tokens=LOSS_CHUNK_TOKENS)),
+    ("throughput_compiled_t5_flex_workers2_batch128_bf16_activations_fused_rmsnorm", 150, 0,
+     throughput(True, "t5_flex", workers=2, batch_size=128, activation_dtype="bfloat16", fused_rmsnorm=True)),
     ("packed_equivalence", 50, 0, packed_equivalence),
     ("trainer_profile", 140, 12, trainer_profile),
     ("attention_bias", 90, 5, attention_bias),  # not yet run: 4 compiled FlexAttention variants and 2 SDPA arms
@@ -185,11 +192,14 @@ SECTIONS = (  # name, estimated seconds on one H100 (as measured 2026-11-26 wher
 # A 15-minute GPU window, the machine's start included (minutes), is two calls: (sections in priority order, the
 # call's seconds, how many of them must fit). The first call measures quality at GPU scale (it must finish), then
 # the fastest Trainer arm with the bf16 stream, against batch 128's measured 0.169 s a step; the second what has
-# never run on a GPU, in priority order, as far as its seconds go (a section that would overrun is skipped, noted).
+# never run on a GPU, in priority order, as far as its seconds go (a section that would overrun is skipped, noted):
+# fp16's loss, then that arm with the chunked loss (its baseline: call 1's arm; each arm's device_name names the card).
 # Each section's figures are written as it finishes. The dry run checks that the sections that must fit do.
 PLANS = {
     "call1": (("quality", "throughput_compiled_t5_flex_workers2_batch128_bf16_activations"), 400, 2),
-    "call2": (("fp16_correctness", "throughput_compiled_sdpa_fp16", "ul2_packing", "inference"), 225, 2),
+    "call2": (("fp16_correctness", "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_loss_chunks",
+               "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_fused_rmsnorm",
+               "throughput_compiled_sdpa_fp16", "ul2_packing", "inference"), 225, 2),
 }
 CALL_LIMITS_S = {"call1": 420, "call2": 240}  # the device tool's seconds per call the plan is sized for
 

@@ -47,12 +47,14 @@ def throughput_argv(check, batch_size=None, dtype="bf16"):
             "--input_length", 64 if tiny else 512]
 
 
-def throughput(compile_, attention, workers=0, batch_size=None, activation_dtype="float32", dtype="bf16"):
+def throughput(compile_, attention, workers=0, batch_size=None, activation_dtype="float32", dtype="bf16",
+               loss_chunk_tokens=0, fused_rmsnorm=False):
     """bench/pretrain_throughput.py's two arms; workers: the Trainer's --dataloader_num_workers (0, pre_train_t5's
     default, collates each batch inside the timed step; the bare loop collates up front either way); batch_size:
     other than --batch_size (128: the nanoT5-budget recipes' per-device batch, whose step their hours project);
     activation_dtype: bfloat16 runs the residual stream in bf16 (--activation_dtype), in both arms; dtype: fp16 runs
-    both arms in fp16 autocast with loss scaling (--fp16, GPUs without bf16)."""
+    both arms in fp16 autocast with loss scaling (--fp16, GPUs without bf16); loss_chunk_tokens, fused_rmsnorm: the
+    chunked loss and the fused norm (--loss_chunk_tokens, --fused_rmsnorm), in both arms."""
     def section(check):
         tiny = check.args.tiny
         if tiny and compile_:
@@ -61,11 +63,13 @@ def throughput(compile_, attention, workers=0, batch_size=None, activation_dtype
             raise SectionSkipped("--tiny: on a CPU t5_flex runs SDPA, the sdpa arm's kernels")
         name = (f"throughput_{'compiled' if compile_ else 'eager'}_{attention}{f'_workers{workers}' if workers else ''}"
                 f"{f'_batch{batch_size}' if batch_size else ''}"
-                f"{'_bf16_activations' if activation_dtype == 'bfloat16' else ''}{'_fp16' if dtype == 'fp16' else ''}")
+                f"{'_bf16_activations' if activation_dtype == 'bfloat16' else ''}{'_fp16' if dtype == 'fp16' else ''}"
+                f"{'_loss_chunks' if loss_chunk_tokens else ''}{'_fused_rmsnorm' if fused_rmsnorm else ''}")
         json_out = check.out / "logs" / f"{name}.json"
         argv = [*throughput_argv(check, batch_size, dtype), "--burn_in", 1 if tiny else 3, "--steps", 2 if tiny else 10,
                 "--attn_implementation", attention, "--json_out", json_out, "--dataloader_num_workers", workers,
-                "--activation_dtype", activation_dtype, *(["--compile"] if compile_ else [])]
+                "--activation_dtype", activation_dtype, "--loss_chunk_tokens", loss_chunk_tokens,
+                *(["--fused_rmsnorm"] if fused_rmsnorm else []), *(["--compile"] if compile_ else [])]
         check.command(json_out.stem, argv)
         return json.loads(json_out.read_text())
     return section

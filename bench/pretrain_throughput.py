@@ -40,8 +40,8 @@ arm's dtype, measured in the same run, before and after the arms. Timings are pr
 
 On CPU: without AVX512-BF16 or AMX bf16 matmuls run 5-10x slower than fp32 and an autocast step ~40x slower, so
 --dtype both skips bf16 there and says so. With 2 threads on 2 cores, a step slows 2-4x whenever another process
-takes a core: on a busy machine compare arms at --threads 1. --activation_dtype bfloat16: the bf16 arms' residual
-stream in bf16 (precision.cast_residual_stream_under_autocast), in both arms.
+takes a core: on a busy machine compare arms at --threads 1. --activation_dtype bfloat16 (the bf16 arms' residual
+stream in bf16), --loss_chunk_tokens N and --fused_rmsnorm apply to both arms, as pre_train_t5's flags.
 """
 import argparse
 import gc
@@ -75,6 +75,8 @@ MATMUL_PEAK_SECONDS = 2.0  # time products for at least this long per dtype (war
 MATMUL_PEAK_MIN_REPEATS = 3
 # Dense (no sparsity) bf16 tensor-core peak from NVIDIA's datasheets (SXM parts), TFLOP/s.
 SPEC_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
+SETTINGS = ("model_size", "batch_size", "input_length", "compile", "attn_implementation", "activation_dtype",
+            "loss_chunk_tokens", "fused_rmsnorm", "optim", "steps")  # what --json_out records of the flags
 
 
 def parse_args(argv=None):
@@ -98,6 +100,8 @@ def parse_args(argv=None):
                         help="T5 attention kernels, as pre_train_t5's --attn_implementation")
     parser.add_argument("--activation_dtype", choices=ACTIVATION_DTYPES, default="float32",
                         help="bf16 arms' residual stream, as pre_train_t5's --activation_dtype (fp32 arms: float32)")
+    parser.add_argument("--loss_chunk_tokens", type=int, default=0, help="both arms, as pre_train_t5's flag")
+    parser.add_argument("--fused_rmsnorm", action="store_true", help="both arms, as pre_train_t5's flag (true)")
     parser.add_argument("--optim", choices=("adamw_torch_fused", "adafactor"), default="adamw_torch_fused",
                         help="both arms' optimizer (Trainer's --optim; adafactor: T5's settings, grouped_adafactor.py)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU (default: torch's)")
@@ -209,7 +213,8 @@ def build_model(args, tokenizer, training_args):
     """The model pre_train_t5 trains, from the same seed each time so that both arms start equal."""
     set_seed(training_args.seed)
     model_args = ModelArguments(model_size=args.model_size, tokenizer_name_or_path=str(SHARED_DATA / "t5_spiece"),
-                                attn_implementation=args.attn_implementation)
+                                attn_implementation=args.attn_implementation,
+                                loss_chunk_tokens=args.loss_chunk_tokens, fused_rmsnorm=args.fused_rmsnorm)
     return building.build_model(model_args, tokenizer, args.device == "cpu", training_args.activation_dtype,
                                 training_args.fp16)
 
@@ -390,8 +395,7 @@ def main(argv=None):
         arms.append(run_arm(args, tokenizer, span_args, target_length, windows, dtype_name, peaks[dtype_name],
                             flops_per_step))
     if args.json_out:
-        settings = {name: getattr(args, name) for name in ("model_size", "batch_size", "input_length", "compile",
-                                                           "attn_implementation", "activation_dtype", "optim", "steps")}
+        settings = {name: getattr(args, name) for name in SETTINGS}
         Path(args.json_out).write_text(json.dumps({**settings, "target_length": target_length,
                                                    "flops_per_step": flops_per_step, "arms": arms}, indent=2))
 

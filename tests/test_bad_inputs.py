@@ -141,15 +141,15 @@ CASES = {
                                     "--z_loss=-1.0 must be >= 0"),
     "activation_dtype_without_bf16": ("pre_train_t5", lambda w: pretrain(w, activation_dtype="bfloat16"),
                                       "--activation_dtype bfloat16 casts the residual stream under bf16 autocast, "
-                                      "which is off; add --bf16 true"),
+                                      "which is off"),
     "activation_dtype_with_fp16": ("fine_tune_t5", lambda w: finetune(w, activation_dtype="bfloat16", fp16=True),
-                                   "--activation_dtype bfloat16 with --fp16: the bf16 residual stream runs under bf16 "
-                                   "autocast"),
+                                   "--activation_dtype bfloat16 with --fp16"),
+    "loss_chunks_with_z_loss": ("pre_train_t5", lambda w: pretrain(w, loss_chunk_tokens=4096, z_loss=1e-4),
+                                "never holds a step's full logits, which --z_loss reads"),
     "fp16_with_bf16": ("pre_train_t5", lambda w: pretrain(w, fp16=True, bf16=True),
                        "--bf16 and --fp16 are both set; pick one"),
     "fp16_with_eager_attention": ("pre_train_t5", lambda w: pretrain(w, fp16=True, attn_implementation="eager"),
-                                  "--fp16 true with --attn_implementation eager: eager attention computes its logits "
-                                  "in fp16"),
+                                  "--fp16 true with --attn_implementation eager"),
     "fp16_without_a_gpu": ("fine_tune_t5", lambda w: finetune(w, fp16=True, use_cpu=False),
                            "--fp16 true needs a GPU, or --use_cpu true for fp16 autocast on the CPU"),
     "predict_fp16_with_bf16": ("predict_t5", lambda w: predict(w, fp16=True, bf16=True),

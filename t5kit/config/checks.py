@@ -164,6 +164,16 @@ def check_fp16_attention(model_args, *groups):
                          "where they can overflow; use --attn_implementation sdpa (or t5_flex on a GPU)")
 
 
+def check_loss_chunks(model_args, *groups):
+    """A training program's cross-group check (config/script_flags.py): --loss_chunk_tokens never holds a step's
+    full logits (model/chunked_loss.py), which --z_loss and --label_smoothing_factor read."""
+    training_args = groups[-1]
+    for flag in ("z_loss", "label_smoothing_factor"):
+        if model_args.loss_chunk_tokens and getattr(training_args, flag):
+            raise UsageError(f"--loss_chunk_tokens {model_args.loss_chunk_tokens} never holds a step's full logits, "
+                             f"which --{flag} reads; drop one of the two (--loss_chunk_tokens 0 is off)")
+
+
 def check_nan_policy(policy, deepspeed):
     """--nan_policy skip cannot undo a DeepSpeed step (train/nonfinite_guard.py); checked at parse time with
     --deepspeed, and again by the trainer with accelerate's DeepSpeed config."""

@@ -9,7 +9,7 @@ flags from two groups is refused before anything is loaded, whoever parses them 
 its parameters, a test).
 """
 from t5kit.config.arguments import ModelArguments, T5TrainingArguments
-from t5kit.config.checks import check_fp16_attention
+from t5kit.config.checks import check_fp16_attention, check_loss_chunks
 from t5kit.config.export_arguments import ExportArguments
 from t5kit.config.finetune_arguments import FineTuneDataArguments, FineTuneTrainingArguments, check_model_to_train
 from t5kit.config.predict_arguments import PredictArguments
@@ -37,9 +37,10 @@ class Program(tuple):
 
 PRETRAIN_FLAG_CLASSES = Program(
     (ModelArguments, PretrainDataArguments, SpanCorruptionArguments, ObjectiveArguments, T5TrainingArguments),
-    cross_checks=(check_init_embeddings, check_packing, check_streaming, check_fp16_attention))
+    cross_checks=(check_init_embeddings, check_packing, check_streaming, check_fp16_attention,
+                  check_loss_chunks))
 FINETUNE_FLAG_CLASSES = Program((ModelArguments, FineTuneDataArguments, FineTuneTrainingArguments),
-                                cross_checks=(check_model_to_train, check_fp16_attention))
+                                cross_checks=(check_model_to_train, check_fp16_attention, check_loss_chunks))
 PREDICT_FLAG_CLASSES = Program((PredictArguments,))
 EXPORT_FLAG_CLASSES = Program((ExportArguments,))
 SWEEP_FLAG_CLASSES = Program((SweepArguments,))

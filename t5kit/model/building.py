@@ -20,7 +20,12 @@ import constants
 from t5kit.config.arguments import looks_like_a_folder
 from t5kit.config.checks import apply_config_overrides
 from t5kit.errors import UsageError
-from t5kit.model import precision, t5_flex_attention  # t5_flex_attention registers --attn_implementation t5_flex
+from t5kit.model import (  # t5_flex_attention registers --attn_implementation t5_flex
+    chunked_loss,
+    fused_rmsnorm,
+    precision,
+    t5_flex_attention,
+)
 
 logger = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
@@ -225,7 +230,8 @@ def choose_attn_implementation(model, requested):
 def build_model(model_args, tokenizer, use_cpu=False, activation_dtype="float32", fp16=False):
     """Random init from --model_size, or the model at --model_name_or_path; resized to the tokenizer. `use_cpu`
     (--use_cpu): training stays on the CPU even where a GPU is visible; `activation_dtype` (--activation_dtype) and
-    `fp16` (--fp16): what the model computes in under autocast (model/precision.py)."""
+    `fp16` (--fp16): what the model computes in under autocast (model/precision.py); --fused_rmsnorm and
+    --loss_chunk_tokens: how it computes its norms and its training loss (model/fused_rmsnorm.py, chunked_loss.py)."""
     if model_args.attn_implementation == t5_flex_attention.NAME:
         t5_flex_attention.check_gpu_generation(use_cpu)
     if model_args.model_name_or_path:
@@ -245,6 +251,9 @@ def build_model(model_args, tokenizer, use_cpu=False, activation_dtype="float32"
     # Trainer would otherwise scale T5's mean loss by GA x world size (transformers 5.x): T5 averages itself.
     model.accepts_loss_kwargs = False
     precision.prepare_model(model, fp16, activation_dtype)
+    if model_args.fused_rmsnorm:
+        fused_rmsnorm.install(model)
+    chunked_loss.install(model, model_args.loss_chunk_tokens)  # 0: transformers' loss
     model.set_attn_implementation(choose_attn_implementation(model, model_args.attn_implementation))
     warn_if_t5_attention_runs_unfused(transformers.__version__)
     return model

@@ -8,20 +8,23 @@ import subprocess
 import sys
 import time
 import types
+from pathlib import Path
 from unittest import mock
 
 import pytest
 from absl.testing import absltest, parameterized
 
-from bench import gpu_check, gpu_sections
+from bench import gpu_check, gpu_sections, pretrain_throughput
 from t5kit.config.checks import cpu_has_native_bf16
 from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "fp16_correctness",
             "throughput_compiled_sdpa_fp16", "ul2_packing", "throughput_eager_sdpa",
             "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
-            "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "packed_equivalence", "trainer_profile",
-            "attention_bias", "inference", "zero2", "fsdp",
+            "throughput_compiled_t5_flex_workers2_batch128_bf16_activations",
+            "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_loss_chunks",
+            "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_fused_rmsnorm", "packed_equivalence",
+            "trainer_profile", "attention_bias", "inference", "zero2", "fsdp",
             "throughput_eager_t5_flex",
             "quality")
 
@@ -31,7 +34,9 @@ SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "fp16
 FIRST_HALF = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "throughput_compiled_sdpa_fp16",
               "throughput_eager_sdpa",
               "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
-              "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "packed_equivalence",
+              "throughput_compiled_t5_flex_workers2_batch128_bf16_activations",
+              "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_loss_chunks",
+              "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_fused_rmsnorm", "packed_equivalence",
               "trainer_profile", "attention_bias", "inference", "throughput_eager_t5_flex", "quality")
 SECOND_HALF = ("fp16_correctness", "ul2_packing", "zero2", "fsdp")
 
@@ -95,7 +100,10 @@ class DryRunFirstHalfTest(DryRunTestCase):
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
         for name in ("throughput_compiled_sdpa", "throughput_compiled_sdpa_fp16",
                      "throughput_compiled_t5_flex_workers2", "throughput_compiled_t5_flex_workers2_batch128",
-                     "throughput_compiled_t5_flex_workers2_batch128_bf16_activations", "throughput_eager_t5_flex",
+                     "throughput_compiled_t5_flex_workers2_batch128_bf16_activations",
+                     "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_loss_chunks",
+                     "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_fused_rmsnorm",
+                     "throughput_eager_t5_flex",
                      "packed_equivalence", "quality"):
             self.assertIn("--tiny", self.report["sections"][name]["note"])
 
@@ -127,7 +135,7 @@ class DryRunSecondHalfTest(DryRunTestCase):
             self.assertTrue(all(loss == loss and abs(loss) != float("inf") for loss in losses), name)
 
 
-class SectionListTest(absltest.TestCase):
+class SectionListTest(parameterized.TestCase):
 
     def test_the_halves_hold_every_section_once(self):
         self.assertCountEqual([*FIRST_HALF, *SECOND_HALF], SECTIONS)
@@ -143,6 +151,30 @@ class SectionListTest(absltest.TestCase):
             self.assertLessEqual(seconds, gpu_check.CALL_LIMITS_S[plan] - 15, plan)
             args = gpu_check.parse_args(["--output_dir", "/tmp/unused", "--plan", plan])
             self.assertEqual((args.only, args.budget_s), (list(sections), seconds))
+
+    @parameterized.named_parameters(
+        ("loss_chunks", "_loss_chunks", ("loss_chunk_tokens", gpu_check.LOSS_CHUNK_TOKENS), ("fused_rmsnorm", False)),
+        ("fused_rmsnorm", "_fused_rmsnorm", ("loss_chunk_tokens", 0), ("fused_rmsnorm", True)))
+    def test_the_kernel_arms_hand_the_bench_their_flags(self, suffix, *expected):
+        """The chunked-loss and fused-norm arms are the bf16-stream arm plus one flag each, which the bench parses
+        (the dry run only notes these compiled arms as left to the GPU)."""
+        out, commands = Path(self.create_tempdir().full_path), []
+        (out / "logs").mkdir()
+
+        def command(log_name, argv):
+            commands.append((log_name, [str(value) for value in argv]))
+            Path(commands[-1][1][commands[-1][1].index("--json_out") + 1]).write_text("{}")
+
+        name = f"throughput_compiled_t5_flex_workers2_batch128_bf16_activations{suffix}"
+        section = {row[0]: row[3] for row in gpu_check.SECTIONS}[name]
+        section(types.SimpleNamespace(args=types.SimpleNamespace(tiny=False, device="cpu", batch_size=64), out=out,
+                                      command=command))
+        (log_name, argv), = commands
+        self.assertEqual(log_name, name)
+        args = pretrain_throughput.parse_args(argv[2:])
+        self.assertEqual((args.batch_size, args.activation_dtype, args.compile), (128, "bfloat16", True))
+        for flag, value in expected:
+            self.assertEqual(getattr(args, flag), value, flag)
 
     def test_the_report_is_written_as_each_section_finishes(self):
         out = self.create_tempdir().full_path

@@ -33,6 +33,19 @@ class ScriptFlagsTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, message):
             parsing.parse_flags(script_flags.PRETRAIN_FLAG_CLASSES, argv)
 
+    @parameterized.named_parameters(
+        ("pre_training_z_loss", "PRETRAIN_FLAG_CLASSES", dict(z_loss=1e-4), "which --z_loss reads"),
+        ("fine_tuning_label_smoothing", "FINETUNE_FLAG_CLASSES", dict(label_smoothing_factor=0.1),
+         "which --label_smoothing_factor reads"),
+        ("negative", "PRETRAIN_FLAG_CLASSES", dict(loss_chunk_tokens=-1), "--loss_chunk_tokens=-1 must be >= 0"))
+    def test_loss_chunks_are_refused_where_a_step_needs_its_logits(self, program, flags, message):
+        flags = {"loss_chunk_tokens": 4096, **flags}
+        corpus = str(require("gutenberg/austen-persuasion.txt"))
+        argv = (tiny_run_flags("/tmp/unused", corpus, **flags) if program.startswith("PRETRAIN")
+                else tiny_flags("/tmp/unused", **flags))
+        with self.assertRaisesRegex(UsageError, message):
+            parsing.parse_flags(getattr(script_flags, program), argv)
+
     def test_fine_tuning_refuses_lora_without_a_model_at_parse_time(self):
         with self.assertRaisesRegex(UsageError, "--peft lora adapts an existing model"):
             parsing.parse_flags(script_flags.FINETUNE_FLAG_CLASSES, tiny_flags("/tmp/unused", peft="lora"))
