@@ -141,7 +141,8 @@ class TaskInputArguments:
     label_scoring: str = field(default=None, metadata={
         "help": "How a classification task's labels are predicted: generate (decode, greedy or with beams; a text "
                 "that is no label word exactly counts as wrong and as invalid) or rank (score every label word by "
-                "log-likelihood, the likeliest wins; never an invalid prediction). Fine-tuning applies it to its "
+                "log-likelihood, the likeliest wins; never an invalid prediction; FLAN's COPA and ReCoRD rank each "
+                "row's own options). Fine-tuning applies it to its "
                 "evaluation and test predictions; unset, it ranks the held-out tasks (--eval_tasks) of a run in "
                 "FLAN's templates (--instruction_templates), as FLAN scores held-out tasks by ranking their options, "
                 "and generates every other task (config.yaml's derived.evaluation records each split's). "
@@ -181,6 +182,16 @@ class ModelArguments(ModelSourceArguments):
                 "normal: std d_model^-0.5, 0.044 for d_model 512) or hf (transformers' normal with std 1.0, 22.6x "
                 "larger at d_model 512). Ignored for tied presets and for --model_name_or_path (a loaded model keeps "
                 "its weights). See model/building.py.", "choices": LM_HEAD_INITS})
+    loss_chunk_tokens: int = field(default=0, metadata={
+        "help": "Compute the training loss in chunks of this many target tokens (lm_head and cross-entropy of one "
+                "chunk at a time, recomputed in the backward), so that no step holds the full tokens x vocabulary "
+                "logits; T5's loss to fp32 rounding. 0 (default): off. Evaluation, prediction and generation keep "
+                "the full logits; refused with --z_loss or --label_smoothing_factor, which read them. See "
+                "model/chunked_loss.py and docs/performance.md."})
+    fused_rmsnorm: bool = field(default=False, metadata={
+        "help": "Run T5's layer norms through torch's fused F.rms_norm with T5LayerNorm's numerics (outputs "
+                "bit-identical on CPU; a saved model is unchanged). Off by default until a GPU measures it. See "
+                "model/fused_rmsnorm.py."})
     cache_dir: str = field(default=None, metadata={"help": "Where hub downloads are stored (HF default if unset)."})
     trust_remote_code: bool = field(default=False, metadata={
         "help": "Allow a hub model/dataset to run its own code. Off: only turn it on for repos you trust."})
@@ -191,6 +202,8 @@ class ModelArguments(ModelSourceArguments):
             raise UsageError("--tokenizer_name_or_path is required for random init; train one with "
                              "train_tokenizer.py or pass a T5 tokenizer name/folder")
         ModelSourceArguments.__post_init__(self)
+        if self.loss_chunk_tokens < 0:
+            raise UsageError(f"--loss_chunk_tokens={self.loss_chunk_tokens} must be >= 0 (0: off)")
         if self.dropout_rate is not None and not 0.0 <= self.dropout_rate < 1.0:
             raise UsageError(f"--dropout_rate={self.dropout_rate} must be in [0, 1)")
         if self.config_overrides and self.model_name_or_path:

@@ -27,8 +27,10 @@ words (task_vals["t5_labels"]). Three tasks differ from T5's format in kind, as 
 question on every row (classification, not T5's referent target), on super_glue/wsc's span texts as published (T5
 reads wsc.fixed, whose repairs change 88 train and 8 validation rows); ReCoRD gives one example per query whose
 target and answers carry the rest of the query (meta["answers"], ["query_right"]); COPA's answers are the row's own
-choices (task_vals["row_options"], meta["options"]), which metrics and leaderboard files read per row and rank
-scoring cannot.
+choices, which metrics and leaderboard files read per row. Rank scoring ranks each row's own options of both
+(task_vals["row_options"], meta["options"]: COPA's two choices, ReCoRD's entities each followed by the rest of the
+query), as FLAN's scoring tasks do (flan/preprocessors.py rank_classification_from_options over _process_copa's and
+_process_record's `options`).
 """
 import collections
 import logging
@@ -60,14 +62,14 @@ def cnn_article(article):
 
 def record_features(row) -> dict:
     """FLAN's _process_record: the query left of @placeholder (stripped) and right of it (kept, and appended to every
-    entity and answer), OPTIONS from the entities (`options_str`), the passage before its first "\n@highlight";
-    the answer is the first answer (+ the query's right part)."""
+    entity and answer), OPTIONS from the entities (`options_str`; `options`, what FLAN's scoring tasks rank), the
+    passage before its first "\n@highlight"; the answer is the first answer (+ the query's right part)."""
     pieces = row["query"].split("@placeholder")
     right = pieces[1]
     options = [entity + right for entity in row["entities"]]
     answers = [answer + right for answer in row.get("answers") or []]
     values = {"passage": row["passage"].split("\n@highlight")[0], "query": pieces[0].strip(TF_WHITESPACE),
-              "options_str": options_text(options), "answers": answers, "query_right": right}
+              "options_str": options_text(options), "options": options, "answers": answers, "query_right": right}
     if answers:
         values["answer"] = answers[0]
     return values
@@ -241,6 +243,8 @@ def flan_task_vals(task_vals, templates, options, few_shot) -> dict:
                              "answers are each row's two choices, which only the list shows; drop "
                              "--instruction_options false")
         task_vals["row_options"] = True
+    elif name == "super_glue/record":  # ranked over the row's entities, as FLAN ranks it (utils.is_classification)
+        task_vals["row_options"] = True
     elif task_vals["task_type"] == "classification":
         task_vals["t5_labels"] = task_vals["labels"]
         task_vals["labels"] = dict(zip(task_vals["labels"], flan_task.options))
@@ -311,7 +315,9 @@ def instructor(plan, seed, exemplar_rows=None, fits=None):
             pruned.append(position)
         if task_vals["task_type"] == "qa":  # ReCoRD: one example per query, FLAN's answers to score it against
             values = features(FLAN_TASKS[task_vals["name"]], task_vals, row)
-            examples = [example._replace(meta=dict(example.meta, answers=values["answers"],
+            # the options to rank, on the splits predicted (100k training queries would hold ~1.3M option texts)
+            ranked = {"options": values["options"]} if plan.role != "train" else {}
+            examples = [example._replace(meta=dict(example.meta, answers=values["answers"], **ranked,
                                                    query_right=values["query_right"])) for example in examples[:1]]
         elif task_vals.get("row_options"):  # COPA: the row's choices, in label order
             options = features(FLAN_TASKS[task_vals["name"]], task_vals, row)["options"]

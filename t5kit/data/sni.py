@@ -17,8 +17,10 @@ Where they draw from Python's global random state (the shuffle, the target), we 
 so a run is reproducible: the test split keeps the same 100 instances as theirs (only the order differs), a training
 task keeps another random 100 of its instances, and an instance with several outputs trains on one drawn once
 rather than redrawn every batch. English tasks only by default: natural-instructions splits/README.md defines the
-English track by its tasks' input and output language ("both task input and task output are in English"), so a
-task is kept when its Input_language and Output_language are ["English"] (its Instruction_language is not read).
+English track by its tasks' input and output language ("both task input and task output are in English"), and
+src/split_tasks.py (@ b00871c, which wrote splits/default) keeps a task whose Input_language and Output_language
+name one language, English; is_english applies that rule (Instruction_language is not read), so the tasks it put in
+splits/default (119 test tasks) pass, their task files' languages being those it read.
 Evaluation scores each prediction against all of the instance's outputs (--sni_metric official, the benchmark's
 evaluation), or as nanoT5's train_utils.predict does (--sni_metric nanot5): against the drawn target, after the
 tokenizer round trip of nanot5_reference (metrics.score_sni).
@@ -119,7 +121,11 @@ def load_task(path) -> dict:
 
 
 def is_english(task) -> bool:
-    return all(task.get(field) == ["English"] for field in LANGUAGE_FIELDS)
+    """split_tasks.py: `languages = set(Input_language + Output_language)`, English when it holds one language and
+    that one lower-cased is "english" (["English", "English"] and ["english"] are English, ["English", "english"]
+    is not)."""
+    languages = {language for field in LANGUAGE_FIELDS for language in task.get(field) or []}
+    return len(languages) == 1 and next(iter(languages)).lower() == "english"
 
 
 def category_of(task) -> str:

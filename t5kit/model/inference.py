@@ -1,5 +1,6 @@
 """Batch inference: inputs tokenised once, sorted by length, cut into batches padded to their own longest row
-(dynamic padding), generated (greedy or beams) or scored by label words, and put back in input order.
+(dynamic padding), generated (greedy or beams) or scored by label words, and put back in input order; the
+trainer also scores each row's own options (score_row_options: FLAN's COPA and ReCoRD).
 
     ids, truncated = inference.tokenize_inputs(tokenizer, texts, max_source_length)
     texts = inference.predict(model, tokenizer, ids, batch_size=32, max_new_tokens=8)         # generation
@@ -13,10 +14,12 @@ on by default where the hardware computes bf16).
 """
 import torch
 from tqdm.auto import tqdm
+from transformers.modeling_outputs import BaseModelOutput
 
 from metrics import rank_label_words
 from t5kit.model import precision
 
+LABEL_PAD = -100  # a padded target position (transformers' ignore index), masked out of the scores
 DECODER_START_TOKENS = 1  # T5 starts decoding from one pad token, which generate's max_length counts
 
 
@@ -103,7 +106,47 @@ def score_label_words(model, tokenizer, input_ids, attention_mask, label_words):
         scores = []
         for target_ids in tokenizer(list(label_words)).input_ids:
             labels = torch.tensor(target_ids, device=input_ids.device).repeat(input_ids.shape[0], 1)  # (B, T)
-            logits = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask, labels=labels).logits
-            log_probs = logits.float().log_softmax(dim=-1)  # (B, T, vocab)
-            scores.append(log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(dim=-1))  # (B,)
+            scores.append(target_log_likelihoods(model, encoder_outputs, attention_mask, labels))  # (B,)
         return torch.stack(scores, dim=-1)  # (B, n_labels)
+
+
+def score_row_options(model, tokenizer, input_ids, attention_mask, options):
+    """(B, K) log-likelihoods of each row's own options (options[i]: row i's texts; K: the most any row has, at
+    least 1), summed as score_label_words sums them (EOS included); -inf where a row has no K-th option. FLAN's
+    COPA and ReCoRD rank these (rank_classification_from_options). The encoder runs once; the (row, option) pairs
+    are decoded in groups of B, each option's ids padded to its group's longest and the padding masked out."""
+    pairs = [(row, slot) for row, texts in enumerate(options) for slot in range(len(texts))]
+    target_ids = tokenizer([options[row][slot] for row, slot in pairs]).input_ids if pairs else []
+    device, size = input_ids.device, input_ids.shape[0]
+    scores = torch.full((size, max([1, *map(len, options)])), float("-inf"), device=device)
+    with torch.no_grad():
+        hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        for start in range(0, len(pairs), size):  # at most B decoded rows a call, as for label words
+            rows, slots = (torch.tensor(column, device=device) for column in zip(*pairs[start:start + size]))
+            group = target_ids[start:start + size]
+            labels = torch.full((len(group), max(map(len, group))), LABEL_PAD, dtype=torch.long)
+            for i, ids in enumerate(group):
+                labels[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+            encoded = BaseModelOutput(last_hidden_state=hidden[rows])
+            scores[rows, slots] = target_log_likelihoods(model, encoded, attention_mask[rows], labels.to(device))
+    return scores
+
+
+def best_options(scores, counts):
+    """(B,) the index of each row's likeliest option in score_row_options' scores (ties: the first, as np.argmax in
+    T5's rank_classification metric picks); -1 for a row with no options (counts: (B,) how many each row has)."""
+    return torch.where(counts > 0, scores.argmax(dim=-1), -1)
+
+
+def target_log_likelihoods(model, encoder_outputs, attention_mask, labels):
+    """(B,) sum of log-probabilities of each row's target ids given its encoded input; labels: (B, T), LABEL_PAD past
+    a row's end. The decoder reads the labels shifted right, as model(labels=...) feeds them; no loss is computed."""
+    start = model.config.decoder_start_token_id
+    start = model.config.pad_token_id if start is None else start
+    decoder_input_ids = torch.cat([torch.full_like(labels[:, :1], start), labels[:, :-1]], dim=1)
+    decoder_input_ids = decoder_input_ids.masked_fill(decoder_input_ids == LABEL_PAD, model.config.pad_token_id)
+    logits = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                   decoder_input_ids=decoder_input_ids).logits
+    log_probs = logits.float().log_softmax(dim=-1)  # (B, T, vocab)
+    picked = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return torch.where(labels != LABEL_PAD, picked, 0.0).sum(dim=-1)

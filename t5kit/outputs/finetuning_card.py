@@ -101,7 +101,7 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits, pack
     objective = "\n".join(sni_objective(task, summary) if task.get("row_format") == "sni" else task_line(task)
                           for task in tasks)
     scoring_text = sni_scoring(summary) if all(task.get("row_format") == "sni" for task in tasks) else \
-        scoring_sentence(scoring, record["label_scoring"])
+        scoring_sentence(scoring, record["label_scoring"], [task["name"] for task in tasks if task.get("row_options")])
     format_name = ("FLAN's instruction templates (google-research/FLAN flan/templates.py) on T5's text-to-text tasks"
                    if any(task.get("instructions") for task in tasks) else "T5's text-to-text format")
     hyperparameters, training_results = hf_training_sections(trainer)
@@ -131,15 +131,18 @@ def build_card(run, summary, model, tokenizer, trainer, tasks, eval_splits, pack
         reproduce=reproduce_commands(run, secrets), versions=versions_list(record))
 
 
-def scoring_sentence(scoring, label_scoring) -> str:
-    """How the evaluated tasks were predicted; scoring: task name -> "rank" | "generate"."""
+def scoring_sentence(scoring, label_scoring, row_options=()) -> str:
+    """How the evaluated tasks were predicted; scoring: task name -> "rank" | "generate"; row_options: the tasks whose
+    rows have their own options (FLAN's COPA and ReCoRD), which ranking ranks instead of label words."""
     ranked = [f"`{name}`" for name, how in scoring.items() if how == "rank"]
+    per_row = [f"`{name}`" for name, how in scoring.items() if how == "rank" and name in row_options]
     generated = "Predictions are generated and must equal a label word exactly (anything else is wrong and invalid)."
     if not ranked:
         return generated
     why = f"--label_scoring {label_scoring}" if label_scoring else \
         "--label_scoring unset: held-out tasks in FLAN's templates are ranked, as FLAN scores them"
-    text = f"{', '.join(ranked)}: predicted by ranking the label words, never invalid ({why})."
+    own = f" ({', '.join(per_row)}: each row's own options)" if per_row else ""
+    text = f"{', '.join(ranked)}: predicted by ranking the label words{own}, never invalid ({why})."
     return text + (f" Other tasks: {generated[0].lower()}{generated[1:]}" if len(ranked) < len(scoring) else "")
 
 
@@ -190,7 +193,7 @@ def task_line(task) -> str:
     """One task of the card's objective: its input (T5's prefix layout or FLAN's templates) and target words."""
     held_out = ", held out: evaluated, never trained on" if task.get("held_out") else ""
     inputs = describe(task) or f"`{input_template(task)}`"
-    targets = ("the row's chosen option" if task.get("row_options") else
+    targets = ("the right one of the row's own options" if task.get("row_options") else
                ", ".join(f"`{word}`" for word in task["labels"].values()) if task["labels"] else
                f"the text of `{task['label_column_name']}`")
     return f"- `{task['name']}` ({task['task_type']}{held_out}): input {inputs}, target {targets}"

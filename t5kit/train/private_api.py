@@ -26,6 +26,7 @@ PRIVATE_HOOKS = {
     "_get_collator_with_removed_columns": ("data_collator", "description"),  # stream_resume: keep window ids
     "_get_train_sampler": ("train_dataset",),  # task_trainer: length buckets
     "_get_eval_sampler": ("eval_dataset",),  # task_trainer: file order
+    "_set_signature_columns_if_needed": (),  # task_trainer: keep row_index, which per-row ranking reads
 }
 # Public methods we override that take a private parameter (their callers inside Trainer pass it).
 PRIVATE_PARAMETERS = {"save_model": ("output_dir", "_internal_call")}  # checkpointing: FSDP's final full save

@@ -5,9 +5,12 @@
   `eval_average` (the GLUE score when every task is GLUE, else the mean of each task's metric_to_optimize), which
   is what --metric_for_best_model defaults to for multi-split runs.
 - `--label_scoring rank` replaces generation for classification tasks: every label word is scored by its
-  log-likelihood (model/inference.score_label_words) and the likeliest wins, so no prediction is invalid. Unset,
-  held-out tasks in FLAN's templates are ranked and the others generated (data/task_scoring.label_scoring_of, the
-  one rule). Every evaluated split logs its invalid rate.
+  log-likelihood (model/inference.score_label_words) and the likeliest wins, so no prediction is invalid. FLAN's
+  COPA and ReCoRD rank each row's own options (score_row_options): their splits carry a row_index column, which
+  the collator batches with the rows, so prediction_step finds every row's options (split.meta) in whichever
+  process and batch the row lands, and the predictions are put back by it. Unset, held-out tasks in FLAN's
+  templates are ranked and the others generated (data/task_scoring.label_scoring_of, the one rule). Every
+  evaluated split logs its invalid rate.
 - `--train_sampling_strategy length_buckets` (our default) batches rows of equal input and target length:
   the whole training set is sorted by (input, target) length with ties in random order, cut into batches, and the
   batches are shuffled (the longest goes first, so an out-of-memory error shows at step 1). HF's group_by_length
@@ -23,8 +26,8 @@ from torch.utils.data import Sampler, SequentialSampler
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
 from metrics import GLUE_SCORE_METRICS, compute_task_metrics, glue_average, rank_label_words
-from t5kit.data.task_scoring import label_scoring_of
-from t5kit.model.inference import score_label_words
+from t5kit.data.task_scoring import has_row_options, label_scoring_of
+from t5kit.model.inference import best_options, score_label_words, score_row_options
 from t5kit.optim import optimizer_classes
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.cpu_fp16 import CpuFp16Mixin
@@ -36,6 +39,7 @@ from t5kit.train.z_loss import ZLossMixin
 logger = logging.getLogger(__name__)
 AVERAGE_KEY = "average"
 LENGTH_BUCKETS = "length_buckets"  # our --train_sampling_strategy, beside HF's random/group_by_length/...
+ROW_INDEX = "row_index"  # the dataset column that numbers a per-row-ranked split's rows (its meta's positions)
 
 
 def average_score(per_key_metrics, splits) -> float:
@@ -52,8 +56,31 @@ def average_score(per_key_metrics, splits) -> float:
 
 
 def uses_rank_scoring(label_scoring, task_vals) -> bool:
-    """Whether the task's predictions rank its label words (--label_scoring as given, None when unset)."""
+    """Whether the task's predictions rank its label words or each row's options (--label_scoring as given, None
+    when unset)."""
     return label_scoring_of(label_scoring, task_vals) == "rank"
+
+
+def ranks_row_options(label_scoring, task_vals) -> bool:
+    return uses_rank_scoring(label_scoring, task_vals) and has_row_options(task_vals)
+
+
+def with_row_index(split, label_scoring):
+    """The split's dataset, with ROW_INDEX where each row's own options are ranked."""
+    if not ranks_row_options(label_scoring, split.task_vals) or ROW_INDEX in split.dataset.column_names:
+        return split.dataset
+    return split.dataset.add_column(ROW_INDEX, list(range(len(split.dataset))))
+
+
+def chosen_options(predictions, meta) -> list:
+    """Each row's ranked option from prediction_step's (row index, option index) pairs, placed by row index, so that
+    no batch or process order is assumed; a row without options (index -1) predicts ""."""
+    texts = [None] * len(meta)
+    for row, choice in np.asarray(predictions).reshape(-1, 2).tolist():
+        texts[row] = meta[row]["options"][choice] if choice >= 0 else ""
+    if None in texts:
+        raise RuntimeError(f"row {texts.index(None)} of {len(texts)} came back without a ranked option")
+    return texts
 
 
 def length_bucket_indices(input_lengths, target_lengths, batch_size, generator=None) -> list:
@@ -127,6 +154,12 @@ class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, PaddingR
         return LengthBucketSampler(row_lengths(dataset, "input_ids"), row_lengths(dataset, "labels"),
                                    self.args.train_batch_size, seed)
 
+    def _set_signature_columns_if_needed(self):
+        # Trainer keeps only the columns model.forward takes: ROW_INDEX must reach prediction_step.
+        super()._set_signature_columns_if_needed()
+        if ROW_INDEX not in self._signature_columns:
+            self._signature_columns.append(ROW_INDEX)
+
     def _get_eval_sampler(self, eval_dataset):
         # Trainer length-groups evaluation too under group_by_length; predictions must stay in file order.
         return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
@@ -147,7 +180,7 @@ class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, PaddingR
         for split in splits:
             prefix = metric_key_prefix if len(splits) == 1 else f"{metric_key_prefix}_{split.key}"
             self.current_split = split
-            split_metrics = super().evaluate(split.dataset, ignore_keys, prefix,
+            split_metrics = super().evaluate(with_row_index(split, self.label_scoring), ignore_keys, prefix,
                                              **self.generation_kwargs(split, gen_kwargs))
             per_key[split.key] = {name[len(prefix) + 1:]: value for name, value in split_metrics.items()}
             metrics.update(split_metrics)
@@ -160,26 +193,44 @@ class TaskTrainer(SafeCheckpointMixin, NonFiniteGuardMixin, ZLossMixin, PaddingR
     def predict_split(self, split, metric_key_prefix, **gen_kwargs):
         """(predicted texts in row order, metrics): metrics are computed only when the split has targets."""
         self.current_split = split
-        output = self.predict(split.dataset, metric_key_prefix=metric_key_prefix,
+        output = self.predict(with_row_index(split, self.label_scoring), metric_key_prefix=metric_key_prefix,
                               **self.generation_kwargs(split, gen_kwargs))
         return self.decode(output.predictions, split)[:len(split.inputs)], output.metrics
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
-        split = self.current_split
+        split, rows = self.current_split, inputs.pop(ROW_INDEX, None)
         if prediction_loss_only or split is None or not uses_rank_scoring(self.label_scoring, split.task_vals):
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys, **gen_kwargs)
         refuse_packed(inputs, "--label_scoring rank")
+        if has_row_options(split.task_vals) and rows is None:
+            raise ValueError(f"ranking {split.task_vals['name']}'s own options needs the {ROW_INDEX} column that "
+                             "evaluate() and predict_split() add (with_row_index)")
         inputs = self._prepare_inputs(inputs)
         model = self.accelerator.unwrap_model(model)
         with torch.no_grad():
             loss = model(**inputs).loss.detach() if inputs.get("labels") is not None else None
-            scores = score_label_words(model, self.processing_class, inputs["input_ids"], inputs["attention_mask"],
-                                       list(split.task_vals["labels"].values()))  # (B, n_labels)
-        return loss, scores, inputs.get("labels")
+            if rows is None:
+                scores = score_label_words(model, self.processing_class, inputs["input_ids"],
+                                           inputs["attention_mask"], list(split.task_vals["labels"].values()))
+                return loss, scores, inputs.get("labels")  # scores: (B, n_labels)
+            return loss, self.rank_row_options(model, inputs, rows), inputs.get("labels")
+
+    def rank_row_options(self, model, inputs, rows):
+        """(B, 2): each row's index and the index of its likeliest option (ties: the first; -1: it has none). Indices,
+        not scores: rows with different option counts give scores of different widths, which Trainer would pad
+        across batches with -100, a value a real log-likelihood can fall below."""
+        options = [self.current_split.meta[row]["options"] for row in rows.tolist()]
+        scores = score_row_options(model, self.processing_class, inputs["input_ids"], inputs["attention_mask"],
+                                   options)  # (B, most options), -inf past a row's own
+        counts = torch.tensor([len(texts) for texts in options], device=scores.device)
+        return torch.stack([rows.to(scores.device), best_options(scores, counts)], dim=-1)
 
     def decode(self, predictions, split) -> list:
-        """Label words picked by rank scoring, or decoded generations (cross-batch padding -100 -> pad)."""
+        """Label words or each row's options picked by rank scoring, or decoded generations (cross-batch padding
+        -100 -> pad)."""
         predictions = predictions[0] if isinstance(predictions, tuple) else predictions
+        if ranks_row_options(self.label_scoring, split.task_vals):
+            return chosen_options(predictions, split.meta)
         if uses_rank_scoring(self.label_scoring, split.task_vals):
             return rank_label_words(predictions, list(split.task_vals["labels"].values()))
         ids = np.where(predictions < 0, self.processing_class.pad_token_id, predictions)

@@ -356,6 +356,20 @@ class FlanTasksTest(parameterized.TestCase):
         scores = compute_task_metrics(split.task_vals, split.targets, split.targets, split.meta)
         self.assertEqual((scores["exact_match"], scores["f1"]), (100.0, 100.0))
 
+    def test_record_ranks_the_options_flans_scoring_tasks_rank(self):
+        """rank_classification_from_options ranks _process_record's `options` (every entity + the query's right
+        part) and counts one in `answers` as right: our meta's options are those, on the splits predicted only."""
+        split = self.split(task="record", folder=TASKS["record"][2], benchmark="super_glue")
+        self.assertTrue(split.task_vals["row_options"])
+        for (_, flan_row), meta, target in zip(flan_rows("record", limit=None), split.meta, split.targets, strict=True):
+            flan = flan_process("record", flan_row)
+            self.assertEqual(meta["options"], flan["options"])
+            self.assertEqual(meta["answers"], flan["answers"])
+            self.assertIn(target, meta["options"])  # the answer is one of the options ranked
+        train = self.split(task="record", folder=TASKS["record"][2], benchmark="super_glue", role="train",
+                           split="train")
+        self.assertTrue(train.meta and not any("options" in meta for meta in train.meta))
+
     def test_copa_answers_are_the_rows_choices(self):
         fixture = str(REPO / "tests/fixtures/superglue")
         rows = [dict(row, label=row["idx"] % 2) for row in hub_rows("super_glue/copa", fixture, split="test")]
@@ -377,7 +391,7 @@ class FlanTasksTest(parameterized.TestCase):
         scores = compute_task_metrics(split.task_vals, predictions, references, split.meta)
         self.assertEqual((scores["accuracy"], scores["invalid_count"]), (50.0, 1))
         self.assertEqual(predicted_label(split.task_vals, rows[1]["choice2"], split.meta[1]), (1, True))
-        self.assertFalse(uses_rank_scoring("rank", split.task_vals))  # no label words to rank: generated
+        self.assertTrue(uses_rank_scoring("rank", split.task_vals))  # each row's own options ranked
 
     def test_stsb_targets_are_flans_rounded_scores(self):
         stsb = self.split(task="stsb", folder="glue/STS-B", max_eval_samples=20)

@@ -249,6 +249,27 @@ class ReadSplitTest(parameterized.TestCase):
         self.assertEqual([row["task"] for row in first.meta], [TRAIN_TASKS[0]] * 3 + [TRAIN_TASKS[1]] * 3)
         self.assertNotEqual([row["id"] for row in first.meta], [row["id"] for row in other.meta])
 
+    def test_the_reference_draw_is_random_choice_seeded_per_task(self):
+        """nanoT5's DataCollatorForNI draws `random.choice(output)` from the global state of its DataLoader workers,
+        at every evaluation: a draw no seed of its reproduces. Ours is the same uniform choice, drawn once from
+        --seed and the task's name: the same with the same seed, another with another, and a task's draw is its own
+        whatever other tasks its split file lists."""
+        def drawn(seed, data_dir=FIXTURE):
+            examples = sni.read_sni_split(plan("test"), sni_flags(data_dir, max_source_length=64), self.tokenizer, seed)
+            return {row["id"]: target for row, target in zip(examples.meta, examples.targets)
+                    if row["task"] == TEST_TASKS[0] and len(row["references"]) > 1}
+        self.assertLen(drawn(0), 2)  # the fixture's two instances with two outputs
+        self.assertEqual(drawn(0), drawn(0))
+        by_seed = [drawn(seed) for seed in range(12)]
+        instances = {row["id"]: row["output"] for row in
+                     sni.load_task(FIXTURE / "tasks" / f"{TEST_TASKS[0]}.json")["Instances"]}
+        for instance in by_seed[0]:  # each output of each instance drawn by some seed
+            self.assertCountEqual({draws[instance] for draws in by_seed}, instances[instance])
+        alone = Path(self.create_tempdir().full_path)
+        shutil.copytree(FIXTURE, alone, dirs_exist_ok=True)
+        (alone / "splits" / "default" / "test_tasks.txt").write_text(TEST_TASKS[0] + "\n")
+        self.assertEqual([drawn(seed, alone) for seed in range(12)], by_seed)
+
     def test_select_instances_keeps_the_test_splits_first_100(self):
         instances = [{"id": str(i)} for i in range(150)]
         test = sni.select_instances(instances, "test", 100, random.Random(0))
@@ -262,6 +283,8 @@ class ReadSplitTest(parameterized.TestCase):
         ("two_input_languages", "Input_language", ["English", "Spanish"], False),
         # splits/README.md: "both task input and task output are in English"; the instructions' language is no part
         ("spanish_instructions", "Instruction_language", ["Spanish"], True),
+        ("english_listed_twice", "Input_language", ["English", "English"], True),  # split_tasks.py: a set of them
+        ("lower_case", "Output_language", ["english"], False),  # with Input_language "English": two names
     )
     def test_the_english_track_is_english_input_and_output(self, field, languages, kept):
         checkout = Path(self.create_tempdir().full_path)
@@ -275,6 +298,19 @@ class ReadSplitTest(parameterized.TestCase):
         self.assertEqual(english.stats["non_english_tasks"], 0 if kept else 1)
         every = sni.read_sni_split(plan("test"), sni_flags(checkout, sni_english_only=False), self.tokenizer, 0)
         self.assertEqual(every.stats["tasks"], list(TEST_TASKS))
+
+    @parameterized.named_parameters(
+        ("english", ["English"], ["English"]), ("twice", ["English", "English"], ["English"]),
+        ("lower_case", ["english"], ["english"]), ("two_spellings", ["English"], ["english"]),
+        ("spanish_output", ["English"], ["Spanish"]), ("bilingual", ["English", "Spanish"], ["English"]),
+        ("none", [], []), ("output_only", [], ["English"]))
+    def test_english_is_split_tasks_rule(self, inputs, outputs):
+        """natural-instructions src/split_tasks.py @ b00871c (the script that wrote splits/default), its task loop:
+        `languages = set(task_info["Input_language"] + task_info["Output_language"])`, non-English unless
+        `len(languages) == 1 and languages.pop().lower() == "english"`."""
+        languages = set(inputs + outputs)
+        official = len(languages) == 1 and languages.pop().lower() == "english"
+        self.assertEqual(sni.is_english({"Input_language": inputs, "Output_language": outputs}), official)
 
     def test_the_fixtures_split_files_are_english_track_tasks(self):
         """The fixture's split files list 2 test and 2 training tasks of the official splits/default, every one

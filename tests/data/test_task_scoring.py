@@ -28,7 +28,11 @@ class LabelScoringRuleTest(parameterized.TestCase):
         ("unset_held_out_in_t5s_format", None, "glue/rte", True, "none", "generate"),
         ("generate_given_for_a_held_out_task", "generate", "super_glue/wic", True, "flan", "generate"),
         ("rank_given_for_a_trained_task", "rank", "glue/sst2", False, "none", "rank"),
-        ("unset_held_out_copa_answers_per_row", None, "super_glue/copa", True, "flan", "generate"),
+        ("unset_held_out_copa_options_per_row", None, "super_glue/copa", True, "flan", "rank"),
+        ("unset_held_out_record_entities_per_row", None, "super_glue/record", True, "flan", "rank"),
+        ("rank_given_for_record_in_flan_templates", "rank", "super_glue/record", False, "flan", "rank"),
+        ("rank_given_for_record_in_t5s_format", "rank", "super_glue/record", False, "none", "generate"),
+        ("unset_held_out_summaries", None, "summarization/cnn_dailymail", True, "flan", "generate"),
         ("rank_given_for_regression", "rank", "glue/stsb", True, "flan", "generate"),
     )
     def test_the_rule(self, label_scoring, name, held_out, templates, expected):
@@ -41,13 +45,22 @@ class LabelScoringRuleTest(parameterized.TestCase):
         self.assertEqual(uses_rank_scoring(flag, task_vals), expected == "rank")  # what the trainer does
 
     def test_held_out_tasks_are_named_in_the_log_with_the_flag_that_generates_them(self):
-        flag, tasks = resolved(tasks="glue/mrpc", eval_tasks="super_glue/wic,super_glue/copa",
+        flag, tasks = resolved(tasks="glue/mrpc", eval_tasks="super_glue/wic,super_glue/copa,glue/stsb",
                                instruction_templates="flan")
         with self.assertLogs("t5kit.data.task_scoring", "INFO") as logs:
             task_scoring.check_label_scoring(flag, tasks)
-        self.assertIn("held-out super_glue/wic ranked by FLAN's answers, as FLAN scores held-out tasks; "
-                      "--label_scoring generate generates them", logs.output[0])
-        self.assertIn("held-out super_glue/copa generated: each row has its own answers", logs.output[1])
+        self.assertIn("held-out super_glue/wic, super_glue/copa (each row's own options) ranked by FLAN's answers, as "
+                      "FLAN scores held-out tasks; --label_scoring generate generates them", logs.output[0])
+        self.assertIn("held-out glue/stsb generated: no answers to rank (a score or free text)", logs.output[1])
+
+    def test_what_can_be_ranked(self):
+        """Label words (a fixed set), or each row's own options (FLAN's COPA and ReCoRD), or nothing."""
+        _, tasks = resolved(tasks="super_glue/copa,super_glue/record,super_glue/cb,glue/stsb",
+                            instruction_templates="flan")
+        self.assertEqual([(task_scoring.has_label_words(t), task_scoring.has_row_options(t)) for t in tasks],
+                         [(False, True), (False, True), (True, False), (False, False)])
+        _, t5_tasks = resolved(tasks="super_glue/copa,super_glue/record")
+        self.assertEqual([task_scoring.has_answers_to_rank(t) for t in t5_tasks], [True, False])  # T5's own format
 
     def test_rank_without_any_label_words_is_refused(self):
         flag, tasks = resolved("rank", tasks="glue/stsb")

@@ -1,10 +1,17 @@
 """model/inference.py's batching: length-sorted batches (longest first, ties in input order), each padded to its
-longest row; place_model's bf16 weights, which predict like fp32 ones."""
+longest row; place_model's bf16 weights, which predict like fp32 ones; score_row_options, which ranks each row's
+own options (FLAN's COPA and ReCoRD), equal to scoring every option alone through the model's loss."""
+import json
+
 import torch
 from absl.testing import absltest, parameterized
+from transformers import T5Config, T5ForConditionalGeneration
 
-from t5kit.model import inference
-from tests.helpers import tiny_model
+from t5kit.data import instructions, superglue_formats
+from t5kit.model import building, inference
+from tests.helpers import REPO, require, tiny_model
+
+SUPERGLUE_FIXTURES = REPO / "tests" / "fixtures" / "superglue"
 
 
 class InferenceTest(parameterized.TestCase):
@@ -37,6 +44,103 @@ class InferenceTest(parameterized.TestCase):
         self.assertEqual(next(bf16.parameters()).dtype, torch.bfloat16)
         agree = sum(a == b for a, b in zip(texts["fp32"], texts["bf16"]))
         self.assertGreaterEqual(agree, 5, texts)
+
+
+
+def flan_rows():
+    """[(input, options)] of the fixture's COPA test rows and ReCoRD validation queries in FLAN's first template with
+    OPTIONS, the options as FLAN's _process_copa and _process_record give them: 2 each for COPA, 3 or 4 for
+    ReCoRD, of unequal token lengths."""
+    copa = [json.loads(line) for line in (SUPERGLUE_FIXTURES / "COPA" / "test.jsonl").read_text().splitlines()]
+    record = [row for line in (SUPERGLUE_FIXTURES / "ReCoRD" / "val.jsonl").read_text().splitlines()
+              for row in superglue_formats.record_rows(json.loads(line), labelled=True)]
+    rows = []
+    for name, task_rows, build in (("super_glue/copa", copa, instructions.copa_features),
+                                   ("super_glue/record", record, instructions.record_features)):
+        flan_task = instructions.FLAN_TASKS[name]
+        template = instructions.usable_templates(flan_task, "label")[0]
+        task_vals = {"name": name, "label_column_name": "label", "task_type": "qa", "labels": None}
+        rows += [(instructions.render(task_vals, template, row, options=True)[0], build(row)["options"])
+                 for row in task_rows]
+    return rows
+
+
+class RowOptionsTest(parameterized.TestCase):
+    """A random one-layer T5 with the real T5 vocabulary, on real inputs and options."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+        torch.manual_seed(0)
+        config = T5Config(vocab_size=len(cls.tokenizer), d_model=16, d_ff=32, d_kv=8, num_layers=1, num_heads=2,
+                          decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        cls.model = T5ForConditionalGeneration(config).eval()
+        cls.rows = flan_rows()
+
+    def batch(self, rows):
+        ids = [self.tokenizer(text).input_ids for text, _ in rows]
+        return inference.pad_batch(ids, self.tokenizer.pad_token_id, "cpu")
+
+    def slow_score(self, text, option):
+        """One option alone: minus the model's mean loss over its target ids (EOS included) times their count."""
+        inputs = self.tokenizer(text, return_tensors="pt")
+        labels = self.tokenizer(option, return_tensors="pt").input_ids
+        with torch.no_grad():
+            return -self.model(**inputs, labels=labels).loss.item() * labels.shape[1]
+
+    def test_each_rows_options_score_as_each_option_alone_through_the_loss(self):
+        self.assertEqual([len(options) for _, options in self.rows], [2, 2, 4, 3, 3])  # COPA, ReCoRD's entities
+        lengths = {len(self.tokenizer(option).input_ids) for _, options in self.rows for option in options}
+        self.assertGreater(len(lengths), 3)  # options of unequal token lengths, padded in the same decoder call
+        scores = inference.score_row_options(self.model, self.tokenizer, *self.batch(self.rows),
+                                             [options for _, options in self.rows])
+        self.assertEqual(tuple(scores.shape), (5, 4))
+        for row, (text, options) in enumerate(self.rows):
+            expected = [self.slow_score(text, option) for option in options]
+            torch.testing.assert_close(scores[row, :len(options)], torch.tensor(expected), rtol=0, atol=2e-5)
+            self.assertTrue(torch.isneginf(scores[row, len(options):]).all())  # no K-th option: never picked
+
+    def test_negative_control_padding_left_in_the_sum_changes_the_scores(self):
+        """The comparison above would catch a scorer that summed the padding of its shorter options."""
+        text, options = self.rows[2]
+        ids, mask = self.batch([self.rows[2]] * len(options))
+        targets = self.tokenizer(options).input_ids
+        labels = torch.full((len(options), max(map(len, targets))), inference.LABEL_PAD)
+        for i, row in enumerate(targets):
+            labels[i, :len(row)] = torch.tensor(row)
+        encoded = self.model.get_encoder()(input_ids=ids, attention_mask=mask)
+        with torch.no_grad():
+            masked = inference.target_log_likelihoods(self.model, encoded, mask, labels)
+            unmasked = inference.target_log_likelihoods(self.model, encoded, mask, labels.clamp(min=0))
+        expected = torch.tensor([self.slow_score(text, option) for option in options])
+        torch.testing.assert_close(masked, expected, rtol=0, atol=2e-5)
+        shorter = torch.tensor([len(row) < labels.shape[1] for row in targets])
+        self.assertTrue(shorter.any())
+        self.assertTrue(((unmasked - expected).abs()[shorter] > 1e-3).all())
+
+    def test_ties_go_to_the_first_option_and_a_row_without_options_to_none(self):
+        text, (first, second) = self.rows[0]
+        rows = [(text, [first, first, second]), (text, []), (text, [second, first])]
+        scores = inference.score_row_options(self.model, self.tokenizer, *self.batch(rows),
+                                             [options for _, options in rows])
+        self.assertEqual(scores[0, 0].item(), scores[0, 1].item())  # the same option twice: one score
+        self.assertTrue(torch.isneginf(scores[1]).all())
+        counts = torch.tensor([3, 0, 2])
+        self.assertEqual(inference.best_options(torch.tensor([[-1.0, -1.0, -2.0], [float("-inf")] * 3,
+                                                              [-3.0, -3.0, float("-inf")]]), counts).tolist(),
+                         [0, -1, 0])
+        picked = inference.best_options(scores, counts).tolist()
+        self.assertEqual(picked[1], -1)
+        self.assertEqual(rows[0][1][picked[0]], rows[2][1][picked[2]])  # the same likeliest option, either order
+
+    def test_label_words_score_as_the_same_options_on_every_row(self):
+        words = ["yes", "no", "It's impossible to say"]
+        ids, mask = self.batch(self.rows)
+        torch.testing.assert_close(inference.score_row_options(self.model, self.tokenizer, ids, mask,
+                                                               [words] * len(self.rows)),
+                                   inference.score_label_words(self.model, self.tokenizer, ids, mask, words),
+                                   rtol=0, atol=2e-5)
 
 
 if __name__ == "__main__":

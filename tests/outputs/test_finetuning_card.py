@@ -105,7 +105,11 @@ class CardPartsTest(parameterized.TestCase):
         ("regression", ("glue", "stsb"), {}, "- `glue/stsb` (regression): input `stsb sentence1: ... sentence2: ...`, "
                                              "target the text of `label`"),
         ("generation", ("summarization", "cnn_dailymail"), {}, "- `summarization/cnn_dailymail` (generation): input "
-                                                               "`summarize: ...`, target the text of `highlights`"))
+                                                               "`summarize: ...`, target the text of `highlights`"),
+        ("row_options", ("super_glue", "record"), {"row_options": True}, "- `super_glue/record` (qa): input `record "
+                                                                         "query: passage: ... query: ... entities: "
+                                                                         "...`, target the right one of the row's "
+                                                                         "own options"))
     def test_each_task_gets_its_input_and_target_line(self, name, extra, line):
         self.assertStartsWith(finetuning_card.task_line({**get_task_vals(*name), **extra}), line)
 
@@ -121,6 +125,17 @@ class CardPartsTest(parameterized.TestCase):
         ("hub", {}, "the hub datasets above"))
     def test_the_data_source(self, record, expected):
         self.assertEqual(finetuning_card.source_of(record), expected)
+
+    def test_the_scoring_sentence_names_the_tasks_ranked_by_each_rows_options(self):
+        scoring = {"super_glue/wic": "rank", "super_glue/copa": "rank", "glue/rte": "generate"}
+        text = finetuning_card.scoring_sentence(scoring, None, ["super_glue/copa", "super_glue/record"])
+        self.assertStartsWith(text, "`super_glue/wic`, `super_glue/copa`: predicted by ranking the label words "
+                                    "(`super_glue/copa`: each row's own options), never invalid (--label_scoring "
+                                    "unset: held-out tasks in FLAN's templates are ranked, as FLAN scores them). "
+                                    "Other tasks: predictions are generated")
+        self.assertEqual(finetuning_card.scoring_sentence({"super_glue/wic": "rank"}, "rank"),
+                         "`super_glue/wic`: predicted by ranking the label words, never invalid (--label_scoring "
+                         "rank).")
 
     def test_sni_splits_name_their_tasks_then_count_the_rest(self):
         summary = {"data": {"sni/train": {"tasks": [f"task{i}" for i in range(23)]}, "sni/test": {"tasks": ["a"]},
