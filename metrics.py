@@ -28,6 +28,7 @@ Conventions (the same for every task, written to metrics.json):
   These take per-row metadata (TaskSplit.meta: groups, answers, labels, referents).
 """
 import collections
+import functools
 import logging
 import math
 import re
@@ -36,8 +37,6 @@ import string
 import numpy as np
 import sacrebleu
 import scipy.stats
-import sklearn.metrics
-from rouge_score import rouge_scorer
 
 from constants import COMBINED_SCORE, SNI_METRICS
 from t5kit.data.sni import nanot5_text
@@ -118,11 +117,13 @@ def to_scores(texts, what: str) -> np.ndarray:
 
 
 def accuracy(references, predictions) -> float:
+    import sklearn.metrics  # here, not at the top: ~1 s of every script start
     return PERCENT * float(sklearn.metrics.accuracy_score(references, predictions))
 
 
 def f1(references, predictions, num_labels: int) -> float:
     """Binary F1 of class 1 (GLUE's positive class: "equivalent", "duplicate"), or the mean F1 over classes."""
+    import sklearn.metrics  # here, not at the top: ~1 s of every script start
     references, predictions = np.asarray(references), np.array(predictions)
     if num_labels == 2:
         invalid = predictions == INVALID
@@ -133,6 +134,7 @@ def f1(references, predictions, num_labels: int) -> float:
 
 
 def matthews_correlation(references, predictions) -> float:
+    import sklearn.metrics  # here, not at the top: ~1 s of every script start
     return PERCENT * float(sklearn.metrics.matthews_corrcoef(references, predictions))
 
 
@@ -156,6 +158,12 @@ def spearmanr(references, predictions) -> float:
     return PERCENT * float(scipy.stats.spearmanr(references, predictions).statistic)
 
 
+@functools.cache
+def rouge_scorer(rouge_types, use_stemmer=False):
+    from rouge_score.rouge_scorer import RougeScorer  # on first use: it imports nltk, ~2 s of every script start
+    return RougeScorer(list(rouge_types), use_stemmer=use_stemmer)
+
+
 def prepare_summary(summary: str) -> str:
     # t5/evaluation/metrics.py rouge(): one sentence per line, so rougeLsum scores sentence by sentence.
     return summary.replace(" . ", " .\n")
@@ -164,7 +172,7 @@ def prepare_summary(summary: str) -> str:
 def rouge(references, predictions, rouge_types) -> dict:
     """Mean ROUGE F-measure per type, rouge-score's default tokenizer and no stemming (as T5). The plain mean
     replaces T5's BootstrapAggregator, whose resampling is random."""
-    scorer = rouge_scorer.RougeScorer(list(rouge_types))
+    scorer = rouge_scorer(tuple(rouge_types))
     scores = [scorer.score(target=prepare_summary(reference), prediction=prepare_summary(prediction))
               for reference, prediction in zip(references, predictions)]
     return {name: PERCENT * float(np.mean([score[name].fmeasure for score in scores])) for name in rouge_types}
@@ -255,7 +263,6 @@ def score_qa(task_vals, predictions, references, meta):
 # Rouge-L F with rouge-score's default tokenizer and the Porter stemmer, each the maximum over an instance's
 # references; the mean x 100 per group rounded to 4 decimals, overall, per category (the task's first, lower case,
 # spaces to "_") and per task, named "<metric>_for_<group>".
-SNI_ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 SNI_DECIMALS = 4
 
 
@@ -269,7 +276,8 @@ def sni_exact_match(prediction: str, references) -> bool:
 
 
 def sni_rouge_l(prediction: str, references) -> float:
-    return max(SNI_ROUGE.score(target=reference, prediction=prediction)["rougeL"].fmeasure for reference in references)
+    scorer = rouge_scorer(("rougeL",), use_stemmer=True)
+    return max(scorer.score(target=reference, prediction=prediction)["rougeL"].fmeasure for reference in references)
 
 
 def sni_average(scores) -> dict:
@@ -280,11 +288,12 @@ def sni_average(scores) -> dict:
 
 # --sni_metric nanot5: nanoT5's figure (train_utils.py predict, transcribed in data/sni.py): evaluate's rouge as nanoT5
 # calls it (use_stemmer=True, use_aggregator=False), i.e. this scorer per (reference, prediction), then the plain mean.
-NANOT5_ROUGE = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer=True, tokenizer=None)
+NANOT5_ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 
 
 def nanot5_rouge_l(predictions, meta) -> float:
-    scores = [NANOT5_ROUGE.score(row["nanot5_reference"], nanot5_text(text))["rougeL"].fmeasure
+    scorer = rouge_scorer(NANOT5_ROUGE_TYPES, use_stemmer=True)
+    scores = [scorer.score(row["nanot5_reference"], nanot5_text(text))["rougeL"].fmeasure
               for text, row in zip(predictions, meta)]
     return sum(scores) * 100 / len(scores)  # unrounded, as nanoT5 logs it
 
@@ -389,12 +398,3 @@ def glue_average(per_task_metrics, tasks=tuple(GLUE_SCORE_METRICS)) -> float:
     task_scores = [np.mean([per_task_metrics[key][metric] for key, metric in GLUE_SCORE_METRICS[task]])
                    for task in tasks]
     return float(np.mean(task_scores))
-
-
-def rank_label_words(log_likelihoods, label_words) -> list:
-    """The label word with the highest log-likelihood per row; ties go to the earlier label word.
-    log_likelihoods: (B, n_labels) array or CPU tensor, column j scoring label_words[j]."""
-    scores = np.asarray(log_likelihoods)
-    if scores.ndim != 2 or scores.shape[1] != len(label_words):
-        raise ValueError(f"log_likelihoods must be (B, {len(label_words)}), got shape {scores.shape}")
-    return [label_words[index] for index in scores.argmax(axis=-1)]

@@ -11,26 +11,22 @@ DataCollatorForT5SpanCorruption with the same seed. Only the collator needs the 
 $T5_DATA_DIR/t5_spiece (default ../shared/data/t5_spiece); without it the bench prints what is missing and exits.
 
 - trainer: t5kit.train.pretrain_trainer.PretrainTrainer (Seq2SeqTrainer with our checkpoint, --nan_policy and stream
-  mixins) with T5TrainingArguments at their defaults (so the default optimizer, adamw_torch_fused (or --optim),
-  max_grad_norm 1.0, the linear schedule and the NaN guard), --bf16 and --torch_compile set from our flags, and the
-  collator running live in the loop as in pre_train_t5. Sequential sampling makes its batches the ones the bare loop
-  gets. A callback reads the clock at on_step_end of step burn_in and of the last step (or every later step,
-  --timing steps), so the timed span is whole iterations of Trainer's loop: fetching and collating the batch,
-  copying it to the device, forward/backward, clipping, optimizer, scheduler, callbacks and the non-finite guard's
-  verdict (read a step later).
+  mixins) with T5TrainingArguments at their defaults (adamw_torch_fused or --optim, max_grad_norm 1.0, the linear
+  schedule, the NaN guard), --bf16 and --torch_compile from our flags, the collator live as in pre_train_t5, and
+  sequential sampling (the bare loop's batches). A callback reads the clock at on_step_end of step burn_in and of
+  the last step (or every later step, --timing steps): whole iterations of Trainer's loop, batch fetch to the
+  non-finite guard's verdict (read a step later).
 - bare loop: the batches collated once up front (pinned on cuda); per step: copy to the device (non-blocking),
-  autocast(bf16) forward, backward, clip_grad_norm_ (Trainer clips at max_grad_norm by default, so the two arms do
-  the same math), optimizer.step(), scheduler.step(), zero_grad(). Optimizer class and kwargs come from
-  optimizer_classes.optimizer_cls_and_kwargs (Trainer's), so it is the optimizer the trainer arm builds (in one
-  parameter group instead of Trainer's decay/no-decay two; weight decay is 0 by default, so the math is the same).
+  autocast forward, backward, clip_grad_norm_ (as Trainer), optimizer.step(), scheduler.step(), zero_grad(). The
+  optimizer is Trainer's (optimizer_classes.optimizer_cls_and_kwargs), in one parameter group instead of Trainer's
+  decay/no-decay two (weight decay 0 by default: the same math).
 
 Every clock reading sits behind torch.cuda.synchronize() on CUDA. --timing span (the default on cuda) reads the
 clock at the end of burn-in and of the last step only, and reports the mean step: a GPU runs a step while the host
 prepares the next one, as in training, and a sync at every step would stop that overlap (the GPU idles while the
 host fetches the batch and launches the step), which is not what a run sees. --timing steps (the default on cpu,
 where nothing overlaps) reads it at every step; tokens/s (encoder + decoder tokens) then come from the fastest
-timed step of each arm, medians printed beside them: on a shared CPU machine other processes slow some steps down,
-and such a step says nothing about either arm (bench/collator.py keeps the best for the same reason). Mean losses
+timed step of each arm, medians beside them (on a shared CPU, other processes slow some steps down). Mean losses
 of the two arms are printed side by side: equal losses show equal model, batches and optimizer. FLOPs per step: by
 torch.utils.flop_counter.FlopCounterMode over one forward+backward of the model on the meta device (matmuls only:
 mm/bmm/addmm/attention, the MFU convention; optimizer and elementwise work are not counted). It is below the

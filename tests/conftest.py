@@ -22,3 +22,13 @@ if WORKER:
 
 # absl's TestCase helpers (create_tempdir) read absl flags, which pytest never parses: use their defaults.
 absl_flags.FLAGS.mark_as_parsed()
+
+
+SLOW_KINDS = ("launch", "kill", "sweep_agent", "train_class", "slow")  # pytest.ini's markers
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow kinds first, in their collected order, then the rest: pytest-xdist hands out test classes in this
+    order, so the long ones start at once and the short ones fill the workers' ends, instead of one worker running a
+    3-minute class alone at the end of the run (the longest-first rule of scheduling)."""
+    items.sort(key=lambda item: not any(item.get_closest_marker(kind) for kind in SLOW_KINDS))

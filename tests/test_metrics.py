@@ -8,14 +8,12 @@ import sacrebleu
 import scipy.stats
 import sklearn.metrics
 import torch
-import transformers
 from absl.testing import absltest, parameterized
 from rouge_score import rouge_scorer
 
 import metrics
 from constants import DATASET_VALS
 from t5kit.data.task_format import format_stsb_target, format_target, get_task_vals
-from t5kit.model.inference import score_label_words
 from tests.helpers import require
 
 CLASSIFICATION_TASKS = [(b, t) for b, tasks in DATASET_VALS.items() for t, v in tasks.items() if v["labels"]]
@@ -274,40 +272,6 @@ class GlueAverageTest(parameterized.TestCase):
     def test_unknown_task_is_named(self):
         with self.assertRaisesRegex(ValueError, "no GLUE score for boolq"):
             metrics.glue_average(self.RESULTS, tasks=("boolq",))
-
-
-class LabelScoringTest(parameterized.TestCase):
-
-    def test_rank_picks_highest_log_likelihood_first_on_ties(self):
-        log_likelihoods = np.array([[-1.0, -0.5, -3.0], [-0.1, -2.0, -0.1], [-9.0, -8.0, -7.0]])
-        self.assertEqual(metrics.rank_label_words(log_likelihoods, ["a", "b", "c"]), ["b", "a", "c"])
-        with self.assertRaisesRegex(ValueError, r"log_likelihoods must be \(B, 2\)"):
-            metrics.rank_label_words(log_likelihoods, ["a", "b"])
-
-    def test_score_label_words_matches_per_example_loop(self):
-        tokenizer = transformers.T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
-        torch.manual_seed(0)
-        config = transformers.T5Config(vocab_size=len(tokenizer), d_model=32, d_ff=64, d_kv=16, num_layers=2,
-                                       num_heads=2, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
-        model = transformers.T5ForConditionalGeneration(config).eval()
-        label_words = list(DATASET_VALS["glue"]["mnli"]["labels"].values())
-        texts = ["mnli hypothesis: Nobody eats. premise: A man eats.", "mnli hypothesis: A cat. premise: A cat sat.",
-                 "mnli hypothesis: It rains. premise: The sun shines on a long summer day in the park."]
-        batch = tokenizer(texts, padding=True, return_tensors="pt")
-        scores = score_label_words(model, tokenizer, batch.input_ids, batch.attention_mask, label_words)
-        self.assertEqual(tuple(scores.shape), (3, 3))
-
-        expected = torch.zeros(3, 3)
-        with torch.no_grad():
-            for i, text in enumerate(texts):
-                input_ids = tokenizer(text, return_tensors="pt").input_ids  # unpadded, one example
-                for j, word in enumerate(label_words):
-                    labels = tokenizer(word, return_tensors="pt").input_ids  # ends with </s>
-                    loss = model(input_ids=input_ids, labels=labels).loss  # mean negative log-likelihood
-                    expected[i, j] = -loss * labels.shape[1]
-        torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-5)
-        self.assertEqual(metrics.rank_label_words(scores, label_words),
-                         [label_words[j] for j in expected.argmax(dim=-1)])
 
 
 # ---- Super-NaturalInstructions: the official evaluation, transcribed from allenai/natural-instructions

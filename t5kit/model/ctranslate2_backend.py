@@ -27,10 +27,9 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from metrics import rank_label_words
 from t5kit.errors import UsageError
 from t5kit.model.building import load_model_config
-from t5kit.model.inference import decode_texts, length_sorted_batches
+from t5kit.model.inference import decode_texts, length_sorted_batches, rank_label_words
 
 PACKAGE = "ctranslate2>=4.5,<5"
 # model_type -> the config class CTranslate2's converter registers (converters/transformers.py _MODEL_LOADERS).

@@ -12,11 +12,11 @@ equal length (bench/predict.py measures the difference). The longest batch goes 
 shows at once. Predictions run in the model's own dtype: place_model casts it to bf16 where asked (predict_arguments:
 on by default where the hardware computes bf16).
 """
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 from transformers.modeling_outputs import BaseModelOutput
 
-from metrics import rank_label_words
 from t5kit.model import precision
 
 LABEL_PAD = -100  # a padded target position (transformers' ignore index), masked out of the scores
@@ -150,3 +150,12 @@ def target_log_likelihoods(model, encoder_outputs, attention_mask, labels):
     log_probs = logits.float().log_softmax(dim=-1)  # (B, T, vocab)
     picked = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, T)
     return torch.where(labels != LABEL_PAD, picked, 0.0).sum(dim=-1)
+
+
+def rank_label_words(log_likelihoods, label_words) -> list:
+    """The label word with the highest log-likelihood per row; ties go to the earlier label word.
+    log_likelihoods: (B, n_labels) array or CPU tensor, column j scoring label_words[j]."""
+    scores = np.asarray(log_likelihoods)
+    if scores.ndim != 2 or scores.shape[1] != len(label_words):
+        raise ValueError(f"log_likelihoods must be (B, {len(label_words)}), got shape {scores.shape}")
+    return [label_words[index] for index in scores.argmax(axis=-1)]

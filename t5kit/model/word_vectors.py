@@ -8,7 +8,6 @@ weighted 1/distance, positive PMI with the context distribution smoothed to the 
 import numpy as np
 import scipy.sparse as sparse
 import torch
-from sklearn.utils.extmath import randomized_svd
 
 CONTEXT_SMOOTHING = 0.75
 WINDOW = 5
@@ -35,6 +34,8 @@ def ppmi_vectors(counts, dim) -> np.ndarray:
     pmi = np.log(counts.data / total / (word[counts.row] * context[counts.col]))
     keep = pmi > 0
     positive = sparse.csr_matrix((pmi[keep], (counts.row[keep], counts.col[keep])), shape=counts.shape)
+    from sklearn.utils.extmath import randomized_svd  # here: sklearn costs every script ~1 s to import
+
     left, singular, _ = randomized_svd(positive, dim, random_state=0)  # fixed: every process gets the same vectors
     return left * np.sqrt(singular) * (word > 0)[:, None]  # exact zeros, not SVD round-off, for ids never seen
 

@@ -25,9 +25,9 @@ import torch
 from torch.utils.data import Sampler, SequentialSampler
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer
 
-from metrics import GLUE_SCORE_METRICS, compute_task_metrics, glue_average, rank_label_words
+from metrics import GLUE_SCORE_METRICS, compute_task_metrics, glue_average
 from t5kit.data.task_scoring import has_row_options, label_scoring_of
-from t5kit.model.inference import best_options, score_label_words, score_row_options
+from t5kit.model.inference import best_options, rank_label_words, score_label_words, score_row_options
 from t5kit.optim import optimizer_classes
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.cpu_fp16 import CpuFp16Mixin

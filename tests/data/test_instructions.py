@@ -7,7 +7,7 @@ import re
 import numpy as np
 from absl.testing import absltest, parameterized
 
-from metrics import compute_task_metrics, rank_label_words
+from metrics import compute_task_metrics
 from t5kit.config import parsing
 from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
@@ -17,6 +17,7 @@ from t5kit.data.task_format import get_task_vals
 from t5kit.data.task_sources import convert_rows, read_split
 from t5kit.errors import UsageError
 from t5kit.model import building
+from t5kit.model.inference import rank_label_words
 from t5kit.outputs.predictions import predicted_label, record_entity, submission_value
 from t5kit.train.task_trainer import uses_rank_scoring
 from tests.helpers import REPO, require

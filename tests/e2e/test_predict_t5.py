@@ -12,10 +12,9 @@ import torch
 from absl.testing import absltest, parameterized
 from transformers import AutoTokenizer, T5ForConditionalGeneration
 
-from metrics import rank_label_words
 from t5kit.data import predict_inputs
 from t5kit.errors import UsageError
-from t5kit.model.inference import score_label_words
+from t5kit.model.inference import rank_label_words, score_label_words
 from tests.helpers import (
     EVAL_ROWS,
     fine_tune,

@@ -3,10 +3,13 @@ longest row; place_model's bf16 weights, which predict like fp32 ones; score_row
 own options (FLAN's COPA and ReCoRD), equal to scoring every option alone through the model's loss."""
 import json
 
+import numpy as np
 import torch
+import transformers
 from absl.testing import absltest, parameterized
 from transformers import T5Config, T5ForConditionalGeneration
 
+from constants import DATASET_VALS
 from t5kit.data import instructions, superglue_formats
 from t5kit.model import building, inference
 from tests.helpers import REPO, require, tiny_model
@@ -141,6 +144,40 @@ class RowOptionsTest(parameterized.TestCase):
                                                                [words] * len(self.rows)),
                                    inference.score_label_words(self.model, self.tokenizer, ids, mask, words),
                                    rtol=0, atol=2e-5)
+
+
+class LabelScoringTest(parameterized.TestCase):
+
+    def test_rank_picks_highest_log_likelihood_first_on_ties(self):
+        log_likelihoods = np.array([[-1.0, -0.5, -3.0], [-0.1, -2.0, -0.1], [-9.0, -8.0, -7.0]])
+        self.assertEqual(inference.rank_label_words(log_likelihoods, ["a", "b", "c"]), ["b", "a", "c"])
+        with self.assertRaisesRegex(ValueError, r"log_likelihoods must be \(B, 2\)"):
+            inference.rank_label_words(log_likelihoods, ["a", "b"])
+
+    def test_score_label_words_matches_per_example_loop(self):
+        tokenizer = transformers.T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
+        torch.manual_seed(0)
+        config = transformers.T5Config(vocab_size=len(tokenizer), d_model=32, d_ff=64, d_kv=16, num_layers=2,
+                                       num_heads=2, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        model = transformers.T5ForConditionalGeneration(config).eval()
+        label_words = list(DATASET_VALS["glue"]["mnli"]["labels"].values())
+        texts = ["mnli hypothesis: Nobody eats. premise: A man eats.", "mnli hypothesis: A cat. premise: A cat sat.",
+                 "mnli hypothesis: It rains. premise: The sun shines on a long summer day in the park."]
+        batch = tokenizer(texts, padding=True, return_tensors="pt")
+        scores = inference.score_label_words(model, tokenizer, batch.input_ids, batch.attention_mask, label_words)
+        self.assertEqual(tuple(scores.shape), (3, 3))
+
+        expected = torch.zeros(3, 3)
+        with torch.no_grad():
+            for i, text in enumerate(texts):
+                input_ids = tokenizer(text, return_tensors="pt").input_ids  # unpadded, one example
+                for j, word in enumerate(label_words):
+                    labels = tokenizer(word, return_tensors="pt").input_ids  # ends with </s>
+                    loss = model(input_ids=input_ids, labels=labels).loss  # mean negative log-likelihood
+                    expected[i, j] = -loss * labels.shape[1]
+        torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-5)
+        self.assertEqual(inference.rank_label_words(scores, label_words),
+                         [label_words[j] for j in expected.argmax(dim=-1)])
 
 
 if __name__ == "__main__":
