@@ -232,7 +232,8 @@ class SharedStudyTest(parameterized.TestCase):
         """The number of the trial `agent` runs, once it runs one."""
         deadline = time.monotonic() + AGENT_TIMEOUT_S
         while time.monotonic() < deadline:
-            self.assertIsNone(agent.poll(), "the agent ended before it ran a trial")
+            if agent.poll() is not None:
+                self.fail(f"the agent ended before it ran a trial: {agent.communicate()[1][-3000:]}")
             with contextlib.suppress(Exception):  # no study, or no tables, yet
                 for trial in load_trials(None, storage=storage):
                     stamp = trial.system_attrs.get(sweep_storage.AGENT_ATTR, {})
