@@ -18,9 +18,11 @@ DATA_DIR ?= data
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false
 FAST_LANE := not (launch or kill or sweep_agent or train_class or slow)
 # One pytest-xdist worker per core (tests/conftest.py gives each one thread); a test class stays on one worker, so
-# its setUpClass runs once. TEST_WORKERS=0 runs the suite in this one process.
+# its setUpClass runs once. Classes go out in tests/conftest.py's order, the slow kinds first (xdist's own reorder,
+# by test count, would leave them to the end). TEST_WORKERS=0 runs the suite in this one process.
+# Each run ends with its ten slowest tests (docs/architecture.md#tests says why they are slow).
 TEST_WORKERS ?= auto
-PYTEST := $(OFFLINE) $(PY) -m pytest tests -q -n $(TEST_WORKERS) --dist loadscope
+PYTEST := $(OFFLINE) $(PY) -m pytest tests -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=10
 
 .PHONY: lint test test-fast quickstart bench bench-quality data
 

@@ -28,7 +28,7 @@ SLOW_KINDS = ("launch", "kill", "sweep_agent", "train_class", "slow")  # pytest.
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow kinds first, in their collected order, then the rest: pytest-xdist hands out test classes in this
-    order, so the long ones start at once and the short ones fill the workers' ends, instead of one worker running a
-    3-minute class alone at the end of the run (the longest-first rule of scheduling)."""
+    """The slow kinds first, in their collected order, then the rest: under --no-loadscope-reorder (the Makefile)
+    pytest-xdist hands out test classes in this order, so the long ones start at once and the short ones fill the
+    workers' ends, instead of one worker running a 3-minute class alone at the end of the run (longest first)."""
     items.sort(key=lambda item: not any(item.get_closest_marker(kind) for kind in SLOW_KINDS))

@@ -98,6 +98,17 @@ def read_paragraphs(path, limit):
     return [p.strip() for p in text.split("\n\n") if p.strip()][:limit]
 
 
+class T5TokenizerTestCase(parameterized.TestCase):
+    """Tests that read text through the real T5 tokenizer: self.tokenizer, loaded once per class as runs load it."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        from t5kit.model import building  # here: most helpers' users never load a tokenizer
+
+        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+
+
 class TinyRunTestCase(parameterized.TestCase):
     """Tiny runs on real text: self.corpus (a Gutenberg book) and a fresh self.dir per test."""
 

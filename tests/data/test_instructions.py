@@ -20,7 +20,7 @@ from t5kit.model import building
 from t5kit.model.inference import rank_label_words
 from t5kit.outputs.predictions import predicted_label, record_entity, submission_value
 from t5kit.train.task_trainer import uses_rank_scoring
-from tests.helpers import REPO, require
+from tests.helpers import REPO, T5TokenizerTestCase, require
 
 ROWS = 6  # real rows per task and template
 
@@ -266,12 +266,7 @@ class FlanExactnessTest(parameterized.TestCase):
         self.assertEqual(target, ("yes", "no")[rows[0]["label"]])
 
 
-class FlanTasksTest(parameterized.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+class FlanTasksTest(T5TokenizerTestCase):
 
     def split(self, seed=0, role="eval", split="validation", task="rte", folder="glue/RTE", **overrides):
         folder = folder if folder.startswith(str(REPO)) else str(require(folder))

@@ -12,9 +12,8 @@ from absl.testing import absltest, parameterized
 from t5kit.data import sni
 from t5kit.data.task_splits import SplitPlan
 from t5kit.errors import UsageError
-from t5kit.model import building
 from t5kit.specs import SNISpec, TaskDataSpec
-from tests.helpers import REPO, require
+from tests.helpers import REPO, T5TokenizerTestCase
 
 FIXTURE = REPO / "tests" / "fixtures" / "natural_instructions"
 TEST_TASKS = ("task1159_bard_analogical_reasoning_containers", "task1388_cb_entailment")
@@ -180,12 +179,7 @@ def plan(split):
     return SplitPlan({}, split, "train" if split == "train" else "eval", "sni")
 
 
-class TkInstructFormatTest(parameterized.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+class TkInstructFormatTest(T5TokenizerTestCase):
 
     @parameterized.named_parameters(
         ("nanot5_defaults", 1024, dict(num_pos_examples=2)),
@@ -221,12 +215,7 @@ class TkInstructFormatTest(parameterized.TestCase):
             "Now complete the following example -\nInput: Afghanistan.\nOutput: "))
 
 
-class ReadSplitTest(parameterized.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+class ReadSplitTest(T5TokenizerTestCase):
 
     def test_test_split_reads_every_instance_with_all_its_references(self):
         examples = sni.read_sni_split(plan("test"), sni_flags(), self.tokenizer, seed=0)
@@ -336,13 +325,12 @@ def nanot5_references(tokenizer, labels, max_target_length):
     return preds
 
 
-class NanoT5ReferenceTest(parameterized.TestCase):
+class NanoT5ReferenceTest(T5TokenizerTestCase):
     """The reference --sni_metric nanot5 scores against equals nanoT5's own, on every output of the fixture."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
         cls.outputs = [output for name in (*TRAIN_TASKS, *TEST_TASKS)
                        for instance in sni.load_task(FIXTURE / "tasks" / f"{name}.json")["Instances"]
                        for output in instance["output"]]

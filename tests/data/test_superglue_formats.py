@@ -17,8 +17,7 @@ from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.data import superglue_formats, task_splits
 from t5kit.data.task_format import get_task_vals
 from t5kit.errors import UsageError
-from t5kit.model import building
-from tests.helpers import REPO, require
+from tests.helpers import REPO, T5TokenizerTestCase, require
 
 FIXTURES = REPO / "tests" / "fixtures" / "superglue"
 SUSAN = ("Sent 1: Susan wanted to have a birthday party. Sent 2: She called all of her friends. Sent 3: She has five "
@@ -93,13 +92,8 @@ class T5DocstringTest(parameterized.TestCase):
             {"idx": {"paragraph": 3, "question": 7, "answer": 9}, "group": (3, 7)}))
 
 
-class FixtureSplitTest(parameterized.TestCase):
+class FixtureSplitTest(T5TokenizerTestCase):
     """Each task's fixture files read from --data_dir as the official files are."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
 
     def build(self, task, split, role, args=None, benchmark="super_glue"):
         plan = task_splits.SplitPlan(get_task_vals(benchmark, task), split, role, task)
@@ -163,13 +157,8 @@ class FixtureSplitTest(parameterized.TestCase):
         self.assertEqual((split.targets[0], split.indices[:2]), (None, ["0", "1"]))
 
 
-class OfficialWscTest(parameterized.TestCase):
+class OfficialWscTest(T5TokenizerTestCase):
     """wsc_simple on the official SuperGLUE WSC files (../shared/data/superglue/WSC): no row lost, T5's bytes."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
 
     def build(self, split, role):
         plan = task_splits.SplitPlan(get_task_vals("super_glue", "wsc"), split, role, "wsc")
@@ -232,14 +221,13 @@ class OfficialWscTest(parameterized.TestCase):
         self.assertEqual(result.meta[result.indices.index(idx)]["referent"], referent)
 
 
-class OfficialAxgTest(parameterized.TestCase):
+class OfficialAxgTest(T5TokenizerTestCase):
     """AX-g on the official file (../shared/data/superglue/AX-g/AX-g.jsonl): Winogender pairs are the rows idx 2k
     and 2k + 1, whether the rows come from the official file or in the hub's shape (no pair_id)."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
         cls.rows = read_jsonl(require("superglue/AX-g/AX-g.jsonl"))
 
     def build(self, **flags):
@@ -296,13 +284,8 @@ class OfficialAxgTest(parameterized.TestCase):
                     self.build(data_dir=[str(folder)])
 
 
-class MalformedRowTest(parameterized.TestCase):
+class MalformedRowTest(T5TokenizerTestCase):
     """Rows that do not hold together are counted as malformed and logged, never a crash; the others are kept."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
 
     def broken_copy(self, task, break_row):
         """A --data_dir whose <task>/val.jsonl is the fixture plus a broken copy of its first row."""

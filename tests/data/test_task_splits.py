@@ -9,8 +9,7 @@ from absl.testing import absltest, parameterized
 from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.data import task_splits
 from t5kit.data.task_format import get_task_vals
-from t5kit.model import building
-from tests.helpers import require
+from tests.helpers import T5TokenizerTestCase, require
 
 
 def data_args(**overrides):
@@ -23,12 +22,7 @@ def run_args(do_train=True, do_eval=True, do_predict=False):
     return dict(do_train=do_train, do_eval=do_eval, do_predict=do_predict)
 
 
-class TaskDataTest(parameterized.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+class TaskDataTest(T5TokenizerTestCase):
 
     def setUp(self):
         super().setUp()

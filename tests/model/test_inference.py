@@ -11,8 +11,8 @@ from transformers import T5Config, T5ForConditionalGeneration
 
 from constants import DATASET_VALS
 from t5kit.data import instructions, superglue_formats
-from t5kit.model import building, inference
-from tests.helpers import REPO, require, tiny_model
+from t5kit.model import inference
+from tests.helpers import REPO, T5TokenizerTestCase, require, tiny_model
 
 SUPERGLUE_FIXTURES = REPO / "tests" / "fixtures" / "superglue"
 
@@ -68,13 +68,12 @@ def flan_rows():
     return rows
 
 
-class RowOptionsTest(parameterized.TestCase):
+class RowOptionsTest(T5TokenizerTestCase):
     """A random one-layer T5 with the real T5 vocabulary, on real inputs and options."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
         torch.manual_seed(0)
         config = T5Config(vocab_size=len(cls.tokenizer), d_model=16, d_ff=32, d_kv=8, num_layers=1, num_heads=2,
                           decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)

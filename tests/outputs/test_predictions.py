@@ -10,9 +10,8 @@ from constants import DATASET_VALS, WNLI_AS_WSC
 from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.data import task_splits
 from t5kit.data.task_format import get_task_vals
-from t5kit.model import building
 from t5kit.outputs import predictions
-from tests.helpers import REPO, require
+from tests.helpers import REPO, T5TokenizerTestCase, require
 
 FIXTURES = REPO / "tests" / "fixtures" / "superglue"
 
@@ -51,12 +50,7 @@ SERVER_FILES = {"boolq": "BoolQ", "cb": "CB", "copa": "COPA", "multirc": "MultiR
                 "rte": "RTE", "wic": "WiC", "wsc": "WSC", "axb": "AX-b", "axg": "AX-g"}
 
 
-class LeaderboardFileTest(parameterized.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
+class LeaderboardFileTest(T5TokenizerTestCase):
 
     def setUp(self):
         super().setUp()

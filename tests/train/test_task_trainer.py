@@ -5,12 +5,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from absl.testing import absltest, parameterized
+from absl.testing import absltest
 from transformers import T5Config, T5ForConditionalGeneration
 
 from t5kit.config.finetune_arguments import FineTuneDataArguments
 from t5kit.data import task_splits
-from t5kit.model import building
 from t5kit.train.task_trainer import (
     ROW_INDEX,
     TaskCollator,
@@ -19,7 +18,7 @@ from t5kit.train.task_trainer import (
     length_bucket_indices,
     with_row_index,
 )
-from tests.helpers import REPO, require, training_args
+from tests.helpers import REPO, T5TokenizerTestCase, training_args
 
 SUPERGLUE_FIXTURES = REPO / "tests" / "fixtures" / "superglue"
 
@@ -52,14 +51,9 @@ def labelled_copa(folder):
                                                            for row in rows))
 
 
-class RowOptionRankingTest(parameterized.TestCase):
+class RowOptionRankingTest(T5TokenizerTestCase):
     """A run in FLAN's templates with COPA and ReCoRD held out (--eval_tasks), their splits built from files as
     fine_tune_t5.py builds them, evaluated by a random one-layer T5 with the real vocabulary."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tokenizer = building.load_tokenizer(str(require("t5_spiece")))
 
     def setUp(self):
         super().setUp()
