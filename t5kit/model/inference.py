@@ -140,13 +140,10 @@ def best_options(scores, counts):
 
 def target_log_likelihoods(model, encoder_outputs, attention_mask, labels):
     """(B,) sum of log-probabilities of each row's target ids given its encoded input; labels: (B, T), LABEL_PAD past
-    a row's end. The decoder reads the labels shifted right, as model(labels=...) feeds them; no loss is computed."""
-    start = model.config.decoder_start_token_id
-    start = model.config.pad_token_id if start is None else start
-    decoder_input_ids = torch.cat([torch.full_like(labels[:, :1], start), labels[:, :-1]], dim=1)
-    decoder_input_ids = decoder_input_ids.masked_fill(decoder_input_ids == LABEL_PAD, model.config.pad_token_id)
+    a row's end. The decoder reads the labels as model(labels=...) feeds them (T5's _shift_right: the start token,
+    then the labels, LABEL_PAD as pad); no loss is computed."""
     logits = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                   decoder_input_ids=decoder_input_ids).logits
+                   decoder_input_ids=model._shift_right(labels)).logits
     log_probs = logits.float().log_softmax(dim=-1)  # (B, T, vocab)
     picked = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, T)
     return torch.where(labels != LABEL_PAD, picked, 0.0).sum(dim=-1)
