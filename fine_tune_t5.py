@@ -24,7 +24,7 @@ from t5kit.config import parsing
 from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES
 from t5kit.data import task_scoring, task_splits
 from t5kit.data.task_mixture import build_train_dataset
-from t5kit.model import building, lora, packed_training
+from t5kit.model import building, compiled_generation, lora, packed_training
 from t5kit.optim import param_groups
 from t5kit.outputs import (
     finetuning_card,
@@ -145,6 +145,9 @@ def main(argv=None):
         callbacks=[callbacks.ThroughputCallback(derived["tokens_per_optimizer_step"]),
                    callbacks.WandbConfigCallback(record), callbacks.EvalLogCallback(), callbacks.RunLogCallback(),
                    preemption.PreemptionCallback(), callbacks.CollatorEpochCallback(*packing.epoch_followers())])
+    if data_args.compile:  # generated evaluation and test predictions (model/compiled_generation.py)
+        compiled_generation.install(trainer.model, training_args.per_device_eval_batch_size,
+                                    data_args.max_source_length)
 
     # 9. Train (best checkpoint by best_metric), evaluate, predict, write outputs (rank 0 only writes), then push
     # them if asked: a failed push is one error line with everything already saved.

@@ -48,7 +48,8 @@ def main(argv=None):
     #    export, an export folder, or a conversion made now.
     predictor = predictors.load(args.backend, args.model_name_or_path, args.tokenizer_name_or_path,
                                 predictors.PredictorSettings(use_cpu=args.use_cpu, bf16=args.bf16, fp16=args.fp16,
-                                                             compute_type=args.compute_type, threads=args.threads))
+                                                             compute_type=args.compute_type, threads=args.threads,
+                                                             compile=args.compile))
     tokenizer = predictor.tokenizer
 
     # 6. Tokenise: inputs cut to the length the model was trained with (the card's), counted.

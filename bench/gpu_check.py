@@ -181,7 +181,7 @@ SECTIONS = (  # name, estimated seconds on one H100 (as measured 2026-11-26 wher
     ("packed_equivalence", 50, 0, packed_equivalence),
     ("trainer_profile", 140, 12, trainer_profile),
     ("attention_bias", 90, 5, attention_bias),  # not yet run: 4 compiled FlexAttention variants and 2 SDPA arms
-    ("inference", 65, 10, inference),
+    ("inference", 150, 40, inference),  # not yet run: the compiled arms (predict_t5.py --compile)
     ("zero2", 35, 15, zero2),
     ("fsdp", 30, 12, fsdp),
     ("throughput_eager_t5_flex", 55, 0, throughput(False, "t5_flex")),
@@ -193,13 +193,15 @@ SECTIONS = (  # name, estimated seconds on one H100 (as measured 2026-11-26 wher
 # call's seconds, how many of them must fit). The first call measures quality at GPU scale (it must finish), then
 # the fastest Trainer arm with the bf16 stream, against batch 128's measured 0.169 s a step; the second what has
 # never run on a GPU, in priority order, as far as its seconds go (a section that would overrun is skipped, noted):
-# fp16's loss, then that arm with the chunked loss (its baseline: call 1's arm; each arm's device_name names the card).
+# fp16's loss, compiled generation (bench/predict.py's compiled arms), then the bf16-stream arm with the chunked loss
+# (its baseline: call 1's arm; each arm's device_name names the card).
 # Each section's figures are written as it finishes. The dry run checks that the sections that must fit do.
 PLANS = {
     "call1": (("quality", "throughput_compiled_t5_flex_workers2_batch128_bf16_activations"), 400, 2),
-    "call2": (("fp16_correctness", "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_loss_chunks",
+    "call2": (("fp16_correctness", "inference",
+               "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_loss_chunks",
                "throughput_compiled_t5_flex_workers2_batch128_bf16_activations_fused_rmsnorm",
-               "throughput_compiled_sdpa_fp16", "ul2_packing", "inference"), 225, 2),
+               "throughput_compiled_sdpa_fp16", "ul2_packing"), 225, 2),
 }
 CALL_LIMITS_S = {"call1": 420, "call2": 240}  # the device tool's seconds per call the plan is sized for
 

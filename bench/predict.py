@@ -11,6 +11,10 @@ Same process, same model, same examples and the same number of generated tokens 
   default where the hardware computes bf16: a GPU with bf16, or a CPU with AVX512-BF16 or AMX (elsewhere the arm is
   left out); beside it, predictor bf16 autocast: the fp32 model under bf16 autocast, what predict_t5.py ran before
   it cast the weights, kept as that choice's baseline;
+- predictor compiled (and predictor bf16 compiled): the same with predict_t5.py --compile
+  (compiled_generation.py: a static cache, the decoding step compiled, batches padded to shape buckets); every
+  shape compiles in a pass over the texts before the clock runs, whose seconds are printed (the cost a run pays
+  once); its predictions must be the fp32 predictor's;
 - bare, input order: `tokenizer(batch, padding=True)` then `model.generate(**batch)` over the examples in file
   order, batches of the same size, fp32 (what a script around generate usually does);
 - bare, length-sorted: the same loop over the examples sorted by token length (what sorting alone gives);
@@ -40,7 +44,7 @@ from bench.paths import SHARED_DATA
 from t5kit.config.checks import cpu_has_native_bf16
 from t5kit.data import predict_inputs
 from t5kit.data.task_format import find_task
-from t5kit.model import building, ctranslate2_backend, inference
+from t5kit.model import building, compiled_generation, ctranslate2_backend, inference
 
 MAX_SOURCE_LENGTH = 512
 SEED = 0
@@ -158,6 +162,7 @@ def main(argv=None):
                         help="newstest2014 sentences of the English->German row (0: no such row)")
     parser.add_argument("--translation_new_tokens", type=int, default=64, help="tokens each translation generates")
     parser.add_argument("--no_ctranslate2", action="store_true", help="leave the CTranslate2 arms out")
+    parser.add_argument("--no_compile", action="store_true", help="leave the compiled arms out")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per arm, arms taking turns; the best "
                         "counts")
     args = parser.parse_args(argv)
@@ -172,23 +177,34 @@ def main(argv=None):
           f"{args.model_size}, batch {args.batch_size}, {args.max_new_tokens} new tokens, best of {args.repeats}")
     translators = {} if args.no_ctranslate2 else ct2_translators(model, tokenizer, args.device,
                                                                  torch.get_num_threads())
+    compiled = {} if args.no_compile else compiled_models(model, bf16, args.batch_size)
     print(f"CTranslate2 arms: {', '.join(translators) or 'none'}")
     totals = {}
     for task in args.tasks.split(","):
         texts = dev_texts(task, args.max_examples)
-        bench_row(f"{task} dev", texts, model, tokenizer, translators, args.max_new_tokens, args, bf16, totals)
+        bench_row(f"{task} dev", texts, model, tokenizer, translators, args.max_new_tokens, args, bf16, totals,
+                  compiled)
     examples = totals["predictor"][0]
     print(f"all {len(args.tasks.split(','))} dev sets ({examples} examples): "
           f"{rates_line({name: (seconds, None) for name, (_, seconds) in totals.items()}, examples)}")
     if args.translation_examples:
         texts = translation_texts(args.translation_examples)
         bench_row(f"newstest2014 en->de, {args.translation_new_tokens} new tokens", texts, model, tokenizer,
-                  translators, args.translation_new_tokens, args, bf16, {})
+                  translators, args.translation_new_tokens, args, bf16, {}, compiled)
 
 
-def bench_row(label, texts, model, tokenizer, translators, max_new_tokens, args, bf16, totals):
+def compiled_models(model, bf16, batch_size):
+    """{arm: a copy of the model (and of its bf16 copy) whose generate is predict_t5.py --compile's}."""
+    arms = {"predictor compiled": model, **({"predictor bf16 compiled": bf16} if bf16 else {})}
+    copies = {name: copy.deepcopy(arm_model) for name, arm_model in arms.items()}
+    for arm_model in copies.values():
+        compiled_generation.install(arm_model, batch_size, MAX_SOURCE_LENGTH)
+    return copies
+
+
+def bench_row(label, texts, model, tokenizer, translators, max_new_tokens, args, bf16, totals, compiled):
     """Times every arm on `texts` (taking turns, best of --repeats), prints one line, adds to totals. bf16: the
-    model's bf16 copy, or None where the device does not compute bf16."""
+    model's bf16 copy, or None where the device does not compute bf16; compiled: compiled_models' copies."""
     # Fixed output length: min_length = max_length (+1: the decoder start token counts towards both).
     fixed = {"max_length": 1 + max_new_tokens, "min_length": 1 + max_new_tokens, "num_beams": 1}
     ids, _ = inference.tokenize_inputs(tokenizer, texts, MAX_SOURCE_LENGTH)
@@ -209,6 +225,11 @@ def bench_row(label, texts, model, tokenizer, translators, max_new_tokens, args,
     for arm, translator in translators.items():
         arms[arm] = lambda translator=translator: ct2_predictor(translator, tokenizer, texts, args.batch_size,
                                                                 max_new_tokens)
+    for arm, arm_model in compiled.items():
+        arms[arm] = lambda arm_model=arm_model: predictor(arm_model, tokenizer, texts, args.batch_size,
+                                                          max_new_tokens)
+    # Every shape of the compiled arms compiles once, off the clock, as a run pays it once.
+    compile_seconds = {arm: timed(arms[arm], args.device)[0] for arm in compiled}
     # Burn-in: one batch through each code path (allocator, kernels, caches) before any clock runs.
     first = list(range(min(args.batch_size, len(texts))))
     bare_loop(model, tokenizer, texts, first, args.batch_size, fixed, args.device)
@@ -223,10 +244,13 @@ def bench_row(label, texts, model, tokenizer, translators, max_new_tokens, args,
         totals[name] = [a + b for a, b in zip(totals.get(name, [0, 0.0]), [len(texts), seconds])]
     outputs = {name: result for name, (_, result) in results.items()}
     same = all(outputs[name] == outputs["predictor"] for name in ("bare input order", "bare length-sorted",
-                                                                  "ct2 float32") if name in outputs)
+                                                                  "ct2 float32", "predictor compiled")
+               if name in outputs)
     agreement = "".join(f"; {name} agrees on {mean_equal(outputs[name], outputs['predictor']):.0%}"
                         for name in outputs if name in ("predictor bf16", "predictor bf16 autocast", "ct2 int8",
-                                                        "ct2 bf16"))
+                                                        "ct2 bf16", "predictor bf16 compiled"))
+    agreement += "".join(f"; {arm} first pass (compiling) {seconds:.1f} s, {len(compiled[arm].generate.shapes)} "
+                         "shapes so far" for arm, seconds in compile_seconds.items())
     print(f"{label} ({len(texts)} examples): {rates_line(results, len(texts))}; padded input tokens "
           f"{padded_share(lengths, input_order, args.batch_size):.0%} vs "
           f"{padded_share(lengths, sorted_order, args.batch_size):.0%}; same fp32 predictions: {same}{agreement}",
@@ -244,7 +268,7 @@ def rates_line(results, examples) -> str:
     gains = ", ".join(f"{name} {rate[name] / rate['bare input order']:.2f}x" for name in rate
                       if name.startswith(("predictor", "ct2")))
     over_predictor = ", ".join(f"{name} {rate[name] / rate['predictor']:.2f}x" for name in rate
-                               if name.startswith("ct2"))
+                               if name.startswith("ct2") or name == "predictor compiled")
     return f"{arms} -> vs bare input order: {gains}" + (f"; vs predictor fp32: {over_predictor}"
                                                         if over_predictor else "")
 

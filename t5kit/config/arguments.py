@@ -150,6 +150,14 @@ class TaskInputArguments:
     max_predict_samples: int = field(default=None, metadata={
         "help": "Predict only the first N examples (debug): of each test split when fine-tuning, of --input_file "
                 "in predict_t5.py."})
+    compile: bool = field(default=False, metadata={
+        "help": "Generate with a static cache and the decoding step compiled (torch.compile; CUDA graphs on a GPU), "
+                "batches padded to a few shapes so that a run compiles a handful of times (model/"
+                "compiled_generation.py): predict_t5.py's generation and fine-tuning's generated evaluation and test "
+                "predictions (SNI included), greedy or beams, the same outputs as eager. Each new shape costs a "
+                "compile (seconds on a GPU, tens of seconds on a CPU), so it pays on long runs of generation; "
+                "sampling, LoRA adapters and ZeRO-3 generate eagerly (logged). Not the training forward: that is "
+                "--torch_compile. See docs/inference.md#compiled-generation."})
 
     def __post_init__(self):
         check_positive("max_predict_samples", self.max_predict_samples)

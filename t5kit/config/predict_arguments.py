@@ -91,6 +91,9 @@ class PredictArguments(TaskInputArguments, ModelSourceArguments):
             raise UsageError("--fp16 and --bf16 are both set; pick one (bf16 where the hardware has it)")
         self.bf16 = False if self.fp16 else checks.inference_precision(self.bf16, self.use_cpu)
         check_positive("threads", self.threads)
+        if self.compile and (self.backend != "torch" or self.label_scoring == "rank"):
+            raise UsageError("--compile compiles the torch backend's generation; --backend ctranslate2 and "
+                             "--label_scoring rank do not generate with it")
         if self.backend == "ctranslate2" and self.fp16:
             raise UsageError("--fp16 casts the torch model's weights; CTranslate2 takes --compute_type float16 "
                              "(or int8_float16)")

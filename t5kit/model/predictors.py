@@ -7,7 +7,8 @@
     predictor.description                                       # "cpu bf16", "CTranslate2 on cpu (float32)"
 
 Both take the same token ids (EOS last) and give one prediction per row in input order, from length-sorted batches:
-- torch: the model with transformers' generate (inference.py), its weights cast to bf16 or fp16 where asked;
+- torch: the model with transformers' generate (inference.py), its weights cast to bf16 or fp16 where asked, its
+  generation compiled with --compile (compiled_generation.py);
 - ctranslate2: a CTranslate2 Translator (ctranslate2_backend.py) on a run's fresh export, an export folder, or a
   conversion made now (ctranslate2_export.open_translator).
 A new backend is a class here with `tokenizer`, `description` and `predict`, its loader in LOADERS, its name in the
@@ -18,7 +19,7 @@ from typing import Optional
 
 import torch
 
-from t5kit.model import building, ctranslate2_backend, ctranslate2_export, inference
+from t5kit.model import building, compiled_generation, ctranslate2_backend, ctranslate2_export, inference
 
 
 @dataclass(frozen=True)
@@ -29,16 +30,21 @@ class PredictorSettings:
     use_cpu: bool = False
     bf16: bool = False
     fp16: bool = False
+    compile: bool = False
     compute_type: str = "default"
     threads: Optional[int] = None
 
 
 class TorchPredictor:
-    def __init__(self, model, tokenizer, device, bf16=False, fp16=False):
+    def __init__(self, model, tokenizer, device, bf16=False, fp16=False, compile=False):
         self.model, self.tokenizer = inference.place_model(model, device, bf16, fp16), tokenizer
-        self.description = f"{device}{' bf16' if bf16 else ' fp16' if fp16 else ''}"
+        self.compile = compile
+        self.description = f"{device}{' bf16' if bf16 else ' fp16' if fp16 else ''}{', compiled' if compile else ''}"
 
     def predict(self, input_ids, batch_size, **options) -> list:
+        if self.compile and not isinstance(self.model.generate, compiled_generation.CompiledGenerator):
+            # shape buckets up to the batch size and the longest input: every batch fits one
+            compiled_generation.install(self.model, batch_size, max(map(len, input_ids)))
         return inference.predict(self.model, self.tokenizer, input_ids, batch_size, **options)
 
 
@@ -56,7 +62,7 @@ def load_torch(model_name_or_path, load_tokenizer, settings: PredictorSettings) 
     tokenizer = load_tokenizer()
     device = "cuda" if torch.cuda.is_available() and not settings.use_cpu else "cpu"
     return TorchPredictor(building.load_pretrained_t5(model_name_or_path), tokenizer, device, settings.bf16,
-                          settings.fp16)
+                          settings.fp16, settings.compile)
 
 
 def load_ctranslate2(model_name_or_path, load_tokenizer, settings: PredictorSettings) -> CTranslate2Predictor:

@@ -95,7 +95,11 @@ class DryRunFirstHalfTest(DryRunTestCase):
             self.assertEqual(set(bf16["figures"]["arms"]), {"fp32", "bf16", "bf16_z_loss", "bf16_activations"})
             self.assertTrue(bf16["figures"]["arms"]["bf16_activations"]["bf16"])
         self.assertEqual(sections["inference"]["status"], "ok", sections["inference"])
-        self.assertNotEmpty(sections["inference"]["figures"]["lines"])
+        lines = sections["inference"]["figures"]["lines"]
+        self.assertLen(lines, 3, lines)  # SST-2, the dev sets' sum, translation
+        for line in lines:  # predict_t5.py --compile's arm, with the eager predictor's predictions
+            self.assertRegex(line, r"predictor compiled [\d.]+ ex/s")
+        self.assertIn("same fp32 predictions: True", lines[0])
 
     def test_the_compiled_arms_and_quality_say_why_they_are_left_to_the_gpu(self):
         for name in ("throughput_compiled_sdpa", "throughput_compiled_sdpa_fp16",

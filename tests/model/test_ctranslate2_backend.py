@@ -3,7 +3,6 @@ converter seam on a tiny model, parity with the torch predictor on every GLUE de
 record, a stale export never used."""
 import json
 import os
-import random
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,50 +17,11 @@ from t5kit.errors import UsageError
 from t5kit.model import building, ctranslate2_backend, ctranslate2_export, inference
 from t5kit.outputs import hub_upload, model_card
 from tests.helpers import entry_main, predict, predict_flags, require, save_tiny_t5, snapshot
+from tests.trained_model import train_tiny_model
 
 GLUE_DEV_TASKS = ("cola", "sst2", "mrpc", "stsb", "qnli", "rte", "wnli")  # the dev sets ../shared/data holds
-TRAIN_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "wnli")  # QNLI's train.tsv is not in ../shared/data
 DEV_ROWS = 120  # the first rows of each dev set: parity over all 7 stays well under a minute on 2 cores
-TRAIN_ROWS, TRAIN_STEPS, TRAIN_BATCH = 300, 200, 16
 TIE = 1e-5  # a difference is allowed only where the torch model's two choices are this close in log-probability
-
-
-def training_pairs():
-    """(input, target) of the first TRAIN_ROWS rows of each GLUE training set, in the task's text-to-text format."""
-    pairs = []
-    for task in TRAIN_TASKS:
-        task_vals = task_format.find_task(task)
-        rows, _ = predict_inputs.read_rows(require("glue") / task_vals["data_dir_name"] / "train.tsv", task_vals)
-        converted = [task_format.convert_file_row(task_vals, raw) for _, raw in rows[:TRAIN_ROWS + 20] if raw]
-        pairs += [(task_format.format_input(task_vals, row), task_format.format_target(task_vals, row))
-                  for row in converted if row][:TRAIN_ROWS]
-    return pairs
-
-
-def train_tiny_model(folder):
-    """A t5-tiny with the real T5 tokenizer, trained TRAIN_STEPS steps on a GLUE mixture (seconds on one thread),
-    so that its outputs follow its inputs instead of one degenerate string; saved in `folder`."""
-    tokenizer = building.load_tokenizer(str(require("t5_spiece")))
-    torch.manual_seed(0)
-    model = building.new_t5_model(building.build_t5_config("t5-tiny", tokenizer))
-    pairs = training_pairs()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    rng = random.Random(0)
-    model.train()
-    for _ in range(TRAIN_STEPS):
-        batch = rng.sample(pairs, TRAIN_BATCH)
-        inputs = tokenizer([p[0] for p in batch], padding=True, truncation=True, max_length=48, return_tensors="pt")
-        labels = tokenizer([p[1] for p in batch], padding=True, return_tensors="pt").input_ids
-        labels[labels == tokenizer.pad_token_id] = -100
-        loss = model(**inputs, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return float(loss.detach())
-
-
 def next_token_gap(model, tokenizer, input_ids, a, b):
     """|log p(a) - log p(b)| at the first token where two generations (id lists) part: 0 where one is a prefix."""
     common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
