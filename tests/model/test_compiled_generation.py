@@ -44,8 +44,8 @@ def span_texts(limit=ROWS):
             for words in lines[:limit]]
 
 
-@pytest.mark.train_class  # trains its model in setUpClass
-class CompiledGenerationTest(parameterized.TestCase):
+class TrainedModelTestCase(parameterized.TestCase):
+    """The tiny trained model (tests/trained_model.py) and the input sets, built once a class."""
 
     @classmethod
     def setUpClass(cls):
@@ -73,6 +73,13 @@ class CompiledGenerationTest(parameterized.TestCase):
         generator = compiled_generation.install(model, batch_size, max_source_length, backend="eager")
         compiled = inference.predict(model, self.tokenizer, ids, batch_size, progress=False, **options)
         return eager, compiled, generator
+
+
+
+@pytest.mark.train_class  # trains its model in setUpClass
+class CompiledScriptsTest(TrainedModelTestCase):
+    """The entry scripts with --compile under Inductor, as users run them (a class of its own, so that a second
+    test worker can take it beside CompiledGenerationTest)."""
 
     @pytest.mark.slow  # Inductor compiles each shape (tens of seconds on 2 CPU cores)
     def test_predict_t5_compile_gives_eager_predictions(self):
@@ -117,6 +124,11 @@ class CompiledGenerationTest(parameterized.TestCase):
         self.assertLen(runs[True][0], 2)  # steps 2 and 4
         self.assertNotEmpty(runs[True][1])
         self.assertEqual(runs[True], runs[False])
+
+
+@pytest.mark.train_class  # trains its model in setUpClass
+class CompiledGenerationTest(TrainedModelTestCase):
+    """The shape buckets' edges, the negative control and the fallbacks, through dynamo's eager backend."""
 
     def test_a_batch_one_past_a_bucket_is_padded_to_the_next(self):
         ids = self.ids(self.texts["rte"] + self.texts["sst2"][:1])  # 9 rows in one batch of up to 16
