@@ -36,7 +36,7 @@ PRIVATE_CALLS = {"_prepare_inputs": ("inputs",),  # task_trainer: rank scoring m
 ADAFACTOR_PRIVATE = {"_approx_sq_grad": ("exp_avg_sq_row", "exp_avg_sq_col")}  # optim/grouped_adafactor.py
 
 # Inclusive ranges the test suite passed on. requirements.txt pins transformers' upper bound to the last one.
-TESTED_VERSIONS = {"transformers": ("5.23.0", "5.24.0"), "accelerate": ("1.15.0", "1.15.0"),
+TESTED_VERSIONS = {"transformers": ("5.23.0", "5.24.0"), "accelerate": ("1.15.0", "1.16.0"),
                    "deepspeed": ("0.19.8", "0.19.8")}
 
 
