@@ -1,4 +1,6 @@
 """Spec of quickstart_corpus: prose-only paragraphs, a deterministic disjoint split, idempotent re-runs."""
+import contextlib
+import io
 import subprocess
 import sys
 import sysconfig
@@ -11,6 +13,7 @@ import pytest
 from absl.testing import absltest, parameterized
 
 from scripts import quickstart_corpus
+from t5kit import cli
 from t5kit.errors import UsageError
 from tests.helpers import REPO
 
@@ -123,8 +126,16 @@ class BadInputTest(parameterized.TestCase):
 
 
 def run_script(out):
-    return subprocess.run([sys.executable, "-m", "scripts.quickstart_corpus", "--output_dir", str(out)], cwd=REPO,
-                          capture_output=True, text=True)
+    """(exit code, stderr) of the script's `__main__` path (cli.run_cli) in this process; test_missing_output_dir_
+    exits_2 starts the real process once."""
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), mock.patch.object(sys, "argv", ["quickstart_corpus.py",
+                                                                            "--output_dir", str(out)]):
+        try:
+            cli.run_cli(quickstart_corpus.main)
+        except SystemExit as stop:
+            return stop.code, stderr.getvalue()
+    return 0, stderr.getvalue()
 
 
 class OutputDirTest(parameterized.TestCase):
@@ -144,9 +155,9 @@ class OutputDirTest(parameterized.TestCase):
     def test_user_files_refused(self, files, name):
         for file_name, text in files.items():
             (self.out / file_name).write_text(text, encoding="utf-8")
-        result = run_script(self.out)  # refused before the stdlib scan, so the real script is fast here
-        self.assertEqual(result.returncode, 2)
-        self.assertEqual(result.stderr.strip().splitlines()[-1],
+        code, stderr = run_script(self.out)
+        self.assertEqual(code, 2)
+        self.assertEqual(stderr.strip().splitlines()[-1],
                          f"error: --output_dir {self.out}: {name} was not written by quickstart_corpus.py; move it "
                          "away or pass another --output_dir")
         self.assertEqual({p.name: p.read_text(encoding="utf-8") for p in self.out.iterdir()}, files)
