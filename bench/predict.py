@@ -43,7 +43,7 @@ from transformers import T5ForConditionalGeneration
 from bench.paths import SHARED_DATA
 from t5kit.config.checks import cpu_has_native_bf16
 from t5kit.data import predict_inputs
-from t5kit.data.task_format import find_task
+from t5kit.data.task_format import find_task, format_input
 from t5kit.model import building, compiled_generation, ctranslate2_backend, inference
 
 MAX_SOURCE_LENGTH = 512
@@ -52,14 +52,15 @@ SEED = 0
 
 GLUE_DEV_SETS = "cola,sst2,mrpc,stsb,qnli,rte,wnli"  # the GLUE dev sets ../shared/data holds (not MNLI, QQP)
 TRANSLATION_FILE = "translation/wmt14_en_de_newstest2014_tok/test.en"
-TRANSLATION_PREFIX = "translate English to German: "  # T5's prefix (constants.DATASET_VALS translation)
+TRANSLATION_TASK = "translation/multi30k_en_de"  # T5's "translate English to German: " format (constants.DATASET_VALS)
 CT2_COMPUTE_TYPES = {"ct2 float32": "float32", "ct2 int8": "int8", "ct2 bf16": "bfloat16"}
 
 
 def translation_texts(limit):
     """The first `limit` newstest2014 English sentences with T5's English->German prefix."""
+    task_vals = find_task(TRANSLATION_TASK)
     lines = (SHARED_DATA / TRANSLATION_FILE).read_text(encoding="utf-8").splitlines()
-    return [TRANSLATION_PREFIX + line for line in lines if line.strip()][:limit]
+    return [format_input(task_vals, {"en": line}) for line in lines if line.strip()][:limit]
 
 
 def ct2_translators(model, tokenizer, device, threads):

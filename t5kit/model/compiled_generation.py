@@ -99,28 +99,29 @@ class CompiledGenerator:
             logger.info("compiled generation: %s; generating eagerly", reason)
 
     def __call__(self, input_ids=None, attention_mask=None, generation_config=None, **options):
-        reason = self.broken or unsupported_reason(generation_config or self.model.generation_config, options)
-        if reason or input_ids is None:
-            self.fall_back(reason or "generate was called without input_ids")
-            return self.eager_generate(input_ids=input_ids, attention_mask=attention_mask,
-                                       generation_config=generation_config, **options)
+        reason = self.broken or unsupported_reason(generation_config or self.model.generation_config, options) or \
+            ("" if input_ids is not None else "generate was called without input_ids")
+        if not reason:
+            try:
+                return self.compiled_generate(input_ids, attention_mask, generation_config, options)
+            except torch._dynamo.exc.TorchDynamoException as error:  # a graph break or a failed compile: no crash
+                cause = getattr(error, "inner_exception", None) or error.__cause__ or error
+                self.broken = reason = f"torch.compile failed ({type(error).__name__}: {type(cause).__name__}: " \
+                                       f"{str(cause).strip().splitlines()[0] if str(cause).strip() else ''})"
+        self.fall_back(reason)
+        return self.eager_generate(input_ids=input_ids, attention_mask=attention_mask,
+                                   generation_config=generation_config, **options)
+
+    def compiled_generate(self, input_ids, attention_mask, generation_config, options):
+        """generate on the batch's padded encoding, with the static cache and the compiled forward; its rows only."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        rows = input_ids.shape[0]
         hidden, mask = self.padded_encoding(input_ids, attention_mask)
-        try:
-            with self.compiled():
-                ids = self.eager_generate(encoder_outputs=BaseModelOutput(last_hidden_state=hidden),
-                                          attention_mask=mask, generation_config=generation_config,
-                                          cache_implementation="static", disable_compile=True, **options)
-        except torch._dynamo.exc.TorchDynamoException as error:  # a graph break or a failed compile: never a crash
-            cause = getattr(error, "inner_exception", None) or error.__cause__ or error
-            self.broken = f"torch.compile failed ({type(error).__name__}: {type(cause).__name__}: " \
-                          f"{str(cause).strip().splitlines()[0] if str(cause).strip() else ''})"
-            self.fall_back(self.broken)
-            return self.eager_generate(input_ids=input_ids, attention_mask=attention_mask,
-                                       generation_config=generation_config, **options)
-        return ids[:rows]
+        with self.compiled():
+            ids = self.eager_generate(encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=mask,
+                                      generation_config=generation_config, cache_implementation="static",
+                                      disable_compile=True, **options)
+        return ids[:input_ids.shape[0]]
 
     @contextlib.contextmanager
     def compiled(self):

@@ -21,7 +21,6 @@ from tests.helpers import fine_tune, predict, predict_flags, require, tiny_flags
 from tests.trained_model import train_tiny_model
 
 ROWS = 8  # of each input set
-TRANSLATION_PREFIX = "translate English to German: "
 SPEED_KEYS = ("_runtime", "_per_second")  # evaluation metrics that are timings
 
 
@@ -32,8 +31,10 @@ def dev_texts(task, limit=ROWS):
 
 
 def translation_texts(limit=ROWS):
+    """newstest2014's first English sentences in T5's translation format (the registry's multi30k_en_de)."""
+    task_vals = task_format.find_task("translation/multi30k_en_de")
     lines = require("translation/wmt14_en_de_newstest2014_tok/test.en").read_text(encoding="utf-8").splitlines()
-    return [TRANSLATION_PREFIX + line for line in lines[:limit]]
+    return [task_format.format_input(task_vals, {"en": line}) for line in lines[:limit]]
 
 
 def span_texts(limit=ROWS):
@@ -73,7 +74,6 @@ class TrainedModelTestCase(parameterized.TestCase):
         generator = compiled_generation.install(model, batch_size, max_source_length, backend="eager")
         compiled = inference.predict(model, self.tokenizer, ids, batch_size, progress=False, **options)
         return eager, compiled, generator
-
 
 
 @pytest.mark.train_class  # trains its model in setUpClass
