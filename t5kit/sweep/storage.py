@@ -110,9 +110,11 @@ def agents_lock(url):
 
 
 def stamp_agent(study, trial):
+    # The heartbeat first: another agent judges a trial once it carries AGENT_ATTR, and one read between the two
+    # writes would take a missing heartbeat for a silent agent and fail a trial that has just started.
+    beat(study, trial)
     study._storage.set_trial_system_attr(trial._trial_id, AGENT_ATTR, {"host": socket.gethostname(),
                                                                        "pid": os.getpid()})
-    beat(study, trial)
 
 
 def beat(study, trial):

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import optuna
 from absl.testing import absltest, parameterized
@@ -133,6 +134,19 @@ class StaleTrialsTest(parameterized.TestCase):
         self.assertEqual(self.study.get_trials()[dead.number].user_attrs[storage.FAIL_REASON_ATTR],
                          f"agent pid {pid} on {socket.gethostname()} died while the trial ran")
         self.assertEqual(storage.fail_stale_trials(self.study, heartbeat_interval=60), [])  # once only
+
+    def test_a_trial_read_while_it_is_stamped_is_not_failed(self):
+        """Another agent's check between stamp_agent's two writes (the PostgreSQL three-agents race) keeps the trial."""
+        trial, checks = self.study.ask(), []
+        write = self.study._storage.set_trial_system_attr
+
+        def write_then_another_agent_looks(trial_id, key, value):
+            write(trial_id, key, value)
+            checks.append(storage.fail_stale_trials(self.study, heartbeat_interval=1))
+        with mock.patch.object(self.study._storage, "set_trial_system_attr", write_then_another_agent_looks):
+            storage.stamp_agent(self.study, trial)
+        self.assertEqual(checks, [[], []])
+        self.assertEqual(self.study.get_trials()[trial.number].state, TrialState.RUNNING)
 
     def test_a_heartbeat_keeps_a_trial_alive(self):
         trial = self.study.ask()
