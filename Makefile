@@ -1,6 +1,6 @@
 # make test        -> creates .venv on first use, then runs the offline test suite on every core (pytest-xdist);
 #                     tests needing real data read $T5_DATA_DIR (unset: ../shared/data), e.g. `make data &&
-#                     T5_DATA_DIR=data make test`. 2 cores, 2026-12-07: "2472 passed ... in 958.12s"
+#                     T5_DATA_DIR=data make test`. 2 cores, 2026-12-07: "2473 passed ... in 1056.95s"
 # make test-fast   -> the same without the slow kinds marked in pytest.ini (launches, kills, sweep agents,
 #                     training in setUpClass, slow tests): "2212 passed ... in 102.37s"
 # make quickstart  -> creates .venv on first use, then pre-trains a tiny T5 offline in about two minutes
