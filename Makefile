@@ -32,6 +32,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	# DeepSpeed compiles its CPU shared-memory op (~/.cache/torch_extensions) when a process first starts its backend:
+	# about 70 s on 2 cores, here once instead of inside the first DeepSpeed run (a GPU's accelerator has no such op).
+	$(PY) -c "from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder('ShareMemCommBuilder'); \
+		b is None or not b.is_compatible(False) or b.load()"
 	touch $@
 
 # ruff's rules (pyproject.toml: 120 columns, import order, unused names); .ci/run runs it before the tests.

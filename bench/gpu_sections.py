@@ -261,6 +261,9 @@ def inference(check):
             "--max_examples", 32 if check.args.tiny else 256, "--repeats", 1 if check.args.tiny else 3,
             "--translation_examples", 16 if check.args.tiny else 64,
             "--translation_new_tokens", 8 if check.args.tiny else 64,
+            # --tiny: dynamo traces the compiled arms' graphs without Inductor's kernels (minutes on a CPU), which
+            # tests/model/test_compiled_generation.py compiles
+            *(["--compile_backend", "eager"] if check.args.tiny else []),
             *([] if has_ctranslate2 else ["--no_ctranslate2"])]
     text = check.command("inference", argv)
     return {"ctranslate2": "arms run" if has_ctranslate2 else "left out: absent, or it cannot use the device",

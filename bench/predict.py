@@ -164,6 +164,9 @@ def main(argv=None):
     parser.add_argument("--translation_new_tokens", type=int, default=64, help="tokens each translation generates")
     parser.add_argument("--no_ctranslate2", action="store_true", help="leave the CTranslate2 arms out")
     parser.add_argument("--no_compile", action="store_true", help="leave the compiled arms out")
+    parser.add_argument("--compile_backend", default="inductor", help="torch.compile backend of the compiled arms "
+                        "(eager: dynamo traces the same graphs without generating kernels, seconds instead of minutes "
+                        "on a CPU; the GPU check's --tiny dry run)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per arm, arms taking turns; the best "
                         "counts")
     args = parser.parse_args(argv)
@@ -178,7 +181,7 @@ def main(argv=None):
           f"{args.model_size}, batch {args.batch_size}, {args.max_new_tokens} new tokens, best of {args.repeats}")
     translators = {} if args.no_ctranslate2 else ct2_translators(model, tokenizer, args.device,
                                                                  torch.get_num_threads())
-    compiled = {} if args.no_compile else compiled_models(model, bf16, args.batch_size)
+    compiled = {} if args.no_compile else compiled_models(model, bf16, args.batch_size, args.compile_backend)
     print(f"CTranslate2 arms: {', '.join(translators) or 'none'}")
     totals = {}
     for task in args.tasks.split(","):
@@ -194,12 +197,12 @@ def main(argv=None):
                   translators, args.translation_new_tokens, args, bf16, {}, compiled)
 
 
-def compiled_models(model, bf16, batch_size):
+def compiled_models(model, bf16, batch_size, backend):
     """{arm: a copy of the model (and of its bf16 copy) whose generate is predict_t5.py --compile's}."""
     arms = {"predictor compiled": model, **({"predictor bf16 compiled": bf16} if bf16 else {})}
     copies = {name: copy.deepcopy(arm_model) for name, arm_model in arms.items()}
     for arm_model in copies.values():
-        compiled_generation.install(arm_model, batch_size, MAX_SOURCE_LENGTH)
+        compiled_generation.install(arm_model, batch_size, MAX_SOURCE_LENGTH, backend)
     return copies
 
 

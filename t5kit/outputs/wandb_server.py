@@ -37,8 +37,10 @@ def wandb_settings(environ=None):
     return settings
 
 
-def unanswered(url, timeout_s=WANDB_SERVER_TIMEOUT_S):
-    """None if `url` answers HTTP within the timeout, else why not ("connection refused", "no answer in 5 s")."""
+def unanswered(url, timeout_s=None):
+    """None if `url` answers HTTP within timeout_s (None: WANDB_SERVER_TIMEOUT_S), else why not ("connection
+    refused", "no answer in 5 s")."""
+    timeout_s = WANDB_SERVER_TIMEOUT_S if timeout_s is None else timeout_s
     try:
         urllib.request.urlopen(url, timeout=timeout_s).close()
     except urllib.error.HTTPError:
@@ -51,7 +53,7 @@ def unanswered(url, timeout_s=WANDB_SERVER_TIMEOUT_S):
     return None
 
 
-def check_server(fix, environ=None, timeout_s=WANDB_SERVER_TIMEOUT_S, who="--report_to wandb", offline_too=False):
+def check_server(fix, environ=None, timeout_s=None, who="--report_to wandb", offline_too=False):
     """Raises one UsageError line naming the server, why it did not answer and `fix` (formatted with the offline
     run folder, {wandb_dir}) when W&B is online (or `offline_too`) and its server does not answer; returns the
     server's URL, or None offline (nothing asked)."""
@@ -69,7 +71,7 @@ RUN_FIX = ("on a node without network, run with WANDB_MODE=offline (the run logs
            "then `wandb sync {wandb_dir}/offline-run-*` from a node with network")
 
 
-def check_before_run(report_to, environ=None, timeout_s=WANDB_SERVER_TIMEOUT_S):
+def check_before_run(report_to, environ=None, timeout_s=None):
     """Step 2 of the training scripts: with `wandb` among --report_to (HF has resolved 'all' by then), the server
     must answer before anything is written. Every process asks, so that all of them stop alike."""
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])

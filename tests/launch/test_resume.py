@@ -3,8 +3,6 @@ manifest but before the rename, right after a commit, mid-step, while loading a 
 with --resume_from_checkpoint auto, and must end with weights bit-identical to the same run left alone."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from absl.testing import absltest
@@ -12,26 +10,38 @@ from safetensors.torch import load_file
 
 from t5kit.outputs import run_folder
 from t5kit.train import checkpointing
-from tests.helpers import REPO, TinyRunTestCase, tiny_flags, tiny_run_flags
+from tests.helpers import TinyRunTestCase, run_forked, tiny_flags, tiny_run_flags
 
 pytestmark = pytest.mark.kill  # SIGKILLs a real run five times and resumes it
 
 MAX_STEPS = 12
 
-# The child process: pre_train_t5.py as on the command line, plus one test-only hook that SIGKILLs the process
-# at the moment named by KILL_AT=where:step. SIGKILL cannot be caught, so nothing gets to clean up.
-CHILD = """
-import os, signal, sys
-import importlib, transformers
-from t5kit import cli
-from t5kit.train import checkpointing, nonfinite_guard
-entry = importlib.import_module(os.environ.get("ENTRY", "pre_train_t5"))
+# Each run is pre_train_t5.py (or fine_tune_t5.py) in a process of its own, forked from an interpreter that has
+# imported them (tests/helpers.py: run_forked), plus one test-only hook that SIGKILLs the process at the moment named
+# by where:step. SIGKILL cannot be caught, so nothing gets to clean up.
+def kill_at(where, step):
+    """Runs in the forked process before the script: wraps the function of the kill point `where` so that the
+    process SIGKILLs itself right after it returns at `step`."""
+    import signal
 
-where, _, step = os.environ.get("KILL_AT", "").partition(":")
-step = int(step or 0)
+    import transformers
 
-def kill_after(owner, name, when):
+    from t5kit.train import nonfinite_guard
+
+    def is_checkpoint(path):
+        return os.path.basename(str(path).rstrip("/")) == f"checkpoint-{step}"
+
+    hooks = {
+        "mid_save": (transformers.Trainer, "_save_rng_state", lambda trainer, *_: trainer.state.global_step == step),
+        "before_rename": (checkpointing, "write_manifest", lambda folder: is_checkpoint(folder)),
+        "after_commit": (checkpointing, "commit", lambda staged, target: is_checkpoint(target)),
+        "mid_step": (nonfinite_guard.NonFiniteGuardMixin, "training_step",
+                     lambda trainer, *_: trainer.state.global_step + 1 == step),
+        "loading": (transformers.Trainer, "_load_optimizer_and_scheduler", lambda trainer, path: is_checkpoint(path)),
+    }
+    owner, name, when = hooks[where]
     original = getattr(owner, name)
+
     def wrapper(*args, **kwargs):
         result = original(*args, **kwargs)
         if when(*args):
@@ -39,30 +49,14 @@ def kill_after(owner, name, when):
         return result
     setattr(owner, name, wrapper)
 
-is_checkpoint = lambda path: os.path.basename(str(path).rstrip("/")) == f"checkpoint-{{step}}"
-hooks = {{
-    "mid_save": (transformers.Trainer, "_save_rng_state", lambda trainer, *_: trainer.state.global_step == step),
-    "before_rename": (checkpointing, "write_manifest", lambda folder: is_checkpoint(folder)),
-    "after_commit": (checkpointing, "commit", lambda staged, target: is_checkpoint(target)),
-    "mid_step": (nonfinite_guard.NonFiniteGuardMixin, "training_step",
-                 lambda trainer, *_: trainer.state.global_step + 1 == step),
-    "loading": (transformers.Trainer, "_load_optimizer_and_scheduler", lambda trainer, path: is_checkpoint(path)),
-}}
-if where:
-    kill_after(*hooks[where])
-sys.argv = [entry.__name__ + ".py", *sys.argv[1:]]
-cli.run_cli(entry.main)
-"""
 
 # (kill point, step) in order; each run resumes from what the previous one left.
 KILLS = [("mid_save", 2), ("mid_step", 5), ("loading", 4), ("before_rename", 6), ("after_commit", 8)]
 
 
-def run_child(argv, kill_at="", entry="pre_train_t5"):
-    # One thread: on a shared 2-core machine two threads per process run ~10x slower, not faster.
-    env = dict(os.environ, KILL_AT=kill_at, OMP_NUM_THREADS="1", ENTRY=entry)
-    return subprocess.run([sys.executable, "-c", CHILD.format(repo=str(REPO)), *argv], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+def run_child(argv, kill_at_point="", entry="pre_train_t5"):
+    where, _, step = kill_at_point.partition(":")
+    return run_forked(entry, argv, setup=(kill_at, where, int(step)) if where else None)
 
 
 class ResumeAfterKillTest(TinyRunTestCase):
@@ -80,7 +74,7 @@ class ResumeAfterKillTest(TinyRunTestCase):
         killed = self.dir / "killed"
         expected_resume = [None, None, "checkpoint-4", "checkpoint-4", "checkpoint-4"]
         for (where, step), resume in zip(KILLS, expected_resume):
-            result = run_child(self.flags(killed, resume_from_checkpoint="auto"), kill_at=f"{where}:{step}")
+            result = run_child(self.flags(killed, resume_from_checkpoint="auto"), kill_at_point=f"{where}:{step}")
             self.assertEqual(result.returncode, -9, f"{where}:{step} was not killed\n{result.stderr[-3000:]}")
             self.assert_resumed_from(result, resume, where)
         # The kill right after committing checkpoint-8 left it valid: the last run resumes there and finishes.
@@ -111,7 +105,7 @@ class ResumeAfterKillTest(TinyRunTestCase):
         result = run_child(fine_tune_flags(plain), entry="fine_tune_t5")
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         killed = self.dir / "ft_killed"
-        result = run_child(fine_tune_flags(killed), kill_at="mid_step:5", entry="fine_tune_t5")
+        result = run_child(fine_tune_flags(killed), kill_at_point="mid_step:5", entry="fine_tune_t5")
         self.assertEqual(result.returncode, -9, result.stderr[-3000:])
         result = run_child(fine_tune_flags(killed, resume_from_checkpoint="auto"), entry="fine_tune_t5")
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
@@ -132,7 +126,7 @@ class ResumeAfterKillTest(TinyRunTestCase):
         result = run_child(packed_flags(plain))
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         killed = self.dir / "packed_killed"
-        result = run_child(packed_flags(killed), kill_at="mid_step:5")
+        result = run_child(packed_flags(killed), kill_at_point="mid_step:5")
         self.assertEqual(result.returncode, -9, result.stderr[-3000:])
         result = run_child(packed_flags(killed, resume_from_checkpoint="auto"))
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
@@ -156,9 +150,9 @@ class ResumeAfterKillTest(TinyRunTestCase):
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         killed = self.dir / "stream_killed"
         runs = (("mid_step:5", None), ("mid_step:12", "window 16 (epoch 0)"), ("", "window 37 (epoch 1)"))
-        for kill_at, resume in runs:
-            result = run_child(stream_flags(killed, resume_from_checkpoint="auto"), kill_at=kill_at)
-            self.assertEqual(result.returncode, -9 if kill_at else 0, result.stderr[-3000:])
+        for point, resume in runs:
+            result = run_child(stream_flags(killed, resume_from_checkpoint="auto"), kill_at_point=point)
+            self.assertEqual(result.returncode, -9 if point else 0, result.stderr[-3000:])
             if resume:
                 self.assertIn(f"stream resumes at {resume}", result.stdout + result.stderr)
         expected, got = load_file(plain / "model.safetensors"), load_file(killed / "model.safetensors")
