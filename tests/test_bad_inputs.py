@@ -14,7 +14,7 @@ from unittest import mock
 from absl.testing import absltest, parameterized
 
 from t5kit import cli
-from t5kit.outputs import run_lock
+from t5kit.outputs import run_lock, wandb_server
 from tests.helpers import (
     REPO,
     entry_main,
@@ -93,6 +93,16 @@ def stale_export(work):
     return str(work / "export")
 
 # name -> (entry, argv builder given the work folder, expected message fragment[, environment of the run])
+SILENT_SERVER_WAIT_S = 0.5  # a silent listener never answers: how long a run waits changes nothing else
+
+
+@contextlib.contextmanager
+def silent_server_short_wait():
+    with wandb_online_at_a_silent_server(), \
+            mock.patch.object(wandb_server, "WANDB_SERVER_TIMEOUT_S", SILENT_SERVER_WAIT_S):
+        yield
+
+
 CASES = {
     # config files
     "yaml_not_a_mapping": ("pre_train_t5", lambda w: [write(w / "c.yaml", "- a\n- b\n")],
@@ -169,8 +179,8 @@ CASES = {
     "wandb_server_refuses": ("pre_train_t5", lambda w: pretrain(w, report_to="wandb"),
                              "does not answer (connection refused; WANDB_MODE=online)", None, lambda: wandb_online_at(f"http://127.0.0.1:{free_port()}")),
     "wandb_server_silent": ("fine_tune_t5", lambda w: finetune(w, report_to="wandb"),
-                            "does not answer (no answer in 5 s; WANDB_MODE=online)", None,
-                            wandb_online_at_a_silent_server),
+                            "does not answer (no answer in {timeout} s; WANDB_MODE=online)", None,
+                            silent_server_short_wait),
     "batch_size_zero": ("pre_train_t5", lambda w: pretrain(w, per_device_train_batch_size=0),
                         "--per_device_train_batch_size=0 must be >= 1"),
     "accumulation_zero": ("pre_train_t5", lambda w: pretrain(w, gradient_accumulation_steps=0),
@@ -432,7 +442,7 @@ class BadInputTest(parameterized.TestCase):
         self.assertEqual(exit_info.exception.code, 2)
         error_lines = [line for line in stderr.getvalue().splitlines() if line.startswith("error:")]
         self.assertLen(error_lines, 1, stderr.getvalue())
-        self.assertIn(message.format(work=work), error_lines[0])
+        self.assertIn(message.format(work=work, timeout=f"{SILENT_SERVER_WAIT_S:g}"), error_lines[0])
         self.assertEqual(snapshot(work), before)
 
 
@@ -445,7 +455,9 @@ class CatalogueTest(absltest.TestCase):
         self.assertEqual(sorted(rows), sorted(CASES))
         for name, (entry, _, fragment, *_) in CASES.items():
             self.assertIn(f"| {entry}.py |", rows[name])
-            self.assertIn(f"`{fragment.format(work='<work>')}`", rows[name], name)
+            # the page shows the wait a run has (5 s), the test a shorter one (silent_server_short_wait)
+            shown = fragment.format(work="<work>", timeout=f"{wandb_server.WANDB_SERVER_TIMEOUT_S:g}")
+            self.assertIn(f"`{shown}`", rows[name], name)
 
 
 if __name__ == "__main__":
