@@ -30,18 +30,23 @@ from t5kit.data.task_sources import label_id
 def predict(model, task, input_file, output_file, backend, compute_type, label_scoring, max_examples):
     """Runs predict_t5.py once; returns its predictions in input order. compute_type: CTranslate2's, or for the torch
     backend fp32, bf16 or fp16."""
-    command = [sys.executable, "predict_t5.py", "--model_name_or_path", str(model), "--task", task,
+    argv = ["--model_name_or_path", str(model), "--task", task,
                "--input_file", str(input_file), "--output_file", str(output_file), "--label_scoring", label_scoring,
                "--backend", backend, "--disable_tqdm", "true", "--max_predict_samples", str(max_examples)]
     if backend == "torch":
-        command += ["--bf16", str(compute_type == "bf16").lower(), "--fp16", str(compute_type == "fp16").lower()]
+        argv += ["--bf16", str(compute_type == "bf16").lower(), "--fp16", str(compute_type == "fp16").lower()]
     else:
-        command += ["--compute_type", compute_type]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        argv += ["--compute_type", compute_type]
+    result = run_predict_t5(argv)
     if result.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
+        sys.exit(f"predict_t5.py {' '.join(argv)} failed:\n{result.stderr[-2000:]}")
     with open(output_file, encoding="utf-8") as rows:
         return [json.loads(line)["prediction"] for line in rows]
+
+
+def run_predict_t5(argv):
+    """`python predict_t5.py ARGV` from the repository root (tests start the same script in a forked process)."""
+    return subprocess.run([sys.executable, "predict_t5.py", *argv], cwd=ROOT, capture_output=True, text=True)
 
 
 def gold_labels(task_vals, input_file, max_examples):

@@ -449,7 +449,8 @@ def file_size_limit(max_bytes):
 # Entry-script processes forked from one interpreter that imported torch, transformers and the scripts once (a
 # multiprocessing fork server per test process): a real process of its own (its exit code, signals, SIGKILL), started
 # in ~0.1 s instead of the ~6 s an interpreter takes to import them.
-FORK_PRELOAD = ("torch", "transformers", "datasets", "accelerate", "pre_train_t5", "fine_tune_t5", "tests.helpers")
+FORK_PRELOAD = ("torch", "transformers", "datasets", "accelerate", "pre_train_t5", "fine_tune_t5", "predict_t5",
+                "tests.helpers")
 
 
 @functools.cache

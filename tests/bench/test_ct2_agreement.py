@@ -3,6 +3,7 @@ import csv
 import re
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from absl.testing import absltest, parameterized
@@ -10,7 +11,7 @@ from absl.testing import absltest, parameterized
 from bench import ct2_agreement
 from bench.predict import has_bf16
 from t5kit.data.task_format import find_task
-from tests.helpers import require, save_tiny_t5
+from tests.helpers import require, run_forked, save_tiny_t5
 
 
 class GoldLabelsTest(parameterized.TestCase):
@@ -40,7 +41,10 @@ class GoldLabelsTest(parameterized.TestCase):
 class EveryArmTest(absltest.TestCase):
 
     def test_one_line_per_scoring_with_every_arm(self):
-        with tempfile.TemporaryDirectory() as folder:
+        # each arm's predict_t5.py in a forked process (tests/helpers.py run_forked): a real process, started in
+        # a tenth of a second instead of importing torch and transformers again
+        forked = mock.patch.object(ct2_agreement, "run_predict_t5", lambda argv: run_forked("predict_t5", argv))
+        with tempfile.TemporaryDirectory() as folder, forked:
             model = save_tiny_t5(Path(folder) / "model")
             results = ct2_agreement.main(["--model_name_or_path", model, "--max_examples", "12",
                                           "--compute_types", "int8", "--fp16"])
