@@ -139,14 +139,19 @@ class Check:
             handle.flush()
             try:
                 left = self.left()
-                done = subprocess.run(list(map(str, argv)), cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                                      env={**os.environ, **(env or {})},
-                                      timeout=None if math.isinf(left) else max(left, 1))
+                returncode = run_command(list(map(str, argv)), handle, {**os.environ, **(env or {})},
+                                         None if math.isinf(left) else max(left, 1))
             except subprocess.TimeoutExpired:
                 raise BudgetSpent(f"stopped at the end of the budget (log: {log})") from None
-        if done.returncode != 0:
-            raise RuntimeError(f"exit code {done.returncode} (log: {log}): {tail(log)}")
+        if returncode != 0:
+            raise RuntimeError(f"exit code {returncode} (log: {log}): {tail(log)}")
         return log.read_text()
+
+
+def run_command(argv, log, env, timeout):
+    """Runs argv from the repository root, its output into the open file `log`; returns its exit code (the dry run's
+    test starts the Python scripts among the commands in forked processes instead)."""
+    return subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
 
 
 class BudgetSpent(Exception):

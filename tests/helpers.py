@@ -446,9 +446,9 @@ def file_size_limit(max_bytes):
         signal.signal(signal.SIGXFSZ, handler)
 
 
-# Entry-script processes forked from one interpreter that imported torch, transformers and the scripts once (a
-# multiprocessing fork server per test process): a real process of its own (its exit code, signals, SIGKILL), started
-# in ~0.1 s instead of the ~6 s an interpreter takes to import them.
+# Entry-script and bench-script processes forked from one interpreter that imported torch, transformers and the
+# scripts once (a multiprocessing fork server per test process): a real process of its own (its exit code, signals,
+# SIGKILL), started in ~0.1 s instead of the ~6 s an interpreter takes to import them.
 FORK_PRELOAD = ("torch", "transformers", "datasets", "accelerate", "pre_train_t5", "fine_tune_t5", "predict_t5",
                 "tests.helpers")
 
@@ -462,9 +462,10 @@ def fork_server():
     return context
 
 
-def _forked_entry(entry, argv, log_path, env, setup):
+def _forked_main(script, argv, log_path, env, setup):
     """The forked process: stdout and stderr into log_path, `setup` (a module-level function and its arguments:
-    fault injection) called, then the entry script as `__main__` runs it, ending as an interpreter does (atexit)."""
+    fault injection) called, then the script's main() as `python SCRIPT.py ARGV` runs it (an entry script through
+    cli.run_cli), ending as an interpreter does (atexit)."""
     import atexit
 
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -477,12 +478,15 @@ def _forked_entry(entry, argv, log_path, env, setup):
         setup[0](*setup[1:])
     from t5kit import cli
 
-    sys.argv = [f"{entry}.py", *argv]
+    sys.argv = [f"{script}.py", *argv]
+    main = importlib.import_module(script.replace("/", ".")).main
     code = 0
     try:
-        cli.run_cli(importlib.import_module(entry).main)
+        cli.run_cli(main) if script in ENTRY_SCRIPTS else main()
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (stop.code is not None)
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
     except BaseException:
         import traceback
 
@@ -494,18 +498,19 @@ def _forked_entry(entry, argv, log_path, env, setup):
     os._exit(code)
 
 
-def run_forked(entry, argv, env=None, setup=None, timeout=300):
-    """Runs an entry script (ENTRY_SCRIPTS) in a process forked from fork_server(): a CompletedProcess whose
-    returncode is the process's (-9 when SIGKILLed) and whose stdout and stderr both hold its interleaved output."""
-    if entry not in ENTRY_SCRIPTS:
-        raise ValueError(f"{entry} is not an entry script: {', '.join(ENTRY_SCRIPTS)}")
+def run_forked(script, argv, env=None, setup=None, timeout=300):
+    """Runs an entry script (ENTRY_SCRIPTS) or a bench script ("bench/NAME") in a process forked from fork_server():
+    a CompletedProcess whose returncode is the process's (-9 when SIGKILLed) and whose stdout and stderr both hold
+    its interleaved output."""
+    if script not in ENTRY_SCRIPTS and not script.startswith("bench/"):
+        raise ValueError(f"{script} is neither an entry script ({', '.join(ENTRY_SCRIPTS)}) nor bench/NAME")
     with tempfile.NamedTemporaryFile("r", suffix=".log") as log:
-        process = fork_server().Process(target=_forked_entry, args=(entry, list(argv), log.name, env or {}, setup))
+        process = fork_server().Process(target=_forked_main, args=(script, list(argv), log.name, env or {}, setup))
         process.start()
         process.join(timeout)
         if process.exitcode is None:
             process.kill()
             process.join()
-            raise subprocess.TimeoutExpired(f"{entry}.py", timeout, output=log.read())
+            raise subprocess.TimeoutExpired(f"{script}.py", timeout, output=log.read())
         output = log.read()
-    return subprocess.CompletedProcess([f"{entry}.py", *argv], process.exitcode, output, output)
+    return subprocess.CompletedProcess([f"{script}.py", *argv], process.exitcode, output, output)
