@@ -2,11 +2,8 @@
 byte for byte and mtime for mtime as it was), and one optimizer step runs its events in the order
 docs/architecture.md states."""
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import types
 from pathlib import Path
 from unittest import mock
@@ -21,7 +18,7 @@ from t5kit.train import checkpointing, resume
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.preemption import PreemptionCallback
-from tests.helpers import REPO, OneThreadTestCase, pre_train, tiny_run_flags
+from tests.helpers import REPO, OneThreadTestCase, pre_train, run_forked, tiny_run_flags
 
 
 def snapshot_with_times(folder):
@@ -66,10 +63,7 @@ class FinishedRunTest(OneThreadTestCase):
         self.assertEqual(sorted(p.name for p in run_folder.list_checkpoints(self.out)),
                          ["checkpoint-10", "checkpoint-20"])
         before = snapshot_with_times(self.out)
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        result = subprocess.run([sys.executable, str(REPO / "pre_train_t5.py"), *self.argv,
-                                 "--resume_from_checkpoint", "auto"], cwd=REPO, env=env, capture_output=True,
-                                text=True, timeout=300)
+        result = run_forked("pre_train_t5", [*self.argv, "--resume_from_checkpoint", "auto"])  # a process of its own
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertRegex(result.stdout + result.stderr,
                          rf"--resume_from_checkpoint auto: {self.out} holds a finished run \(\S*checkpoint-20 is at "
