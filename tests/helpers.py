@@ -471,6 +471,8 @@ def _forked_main(script, argv, log_path, env, setup):
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(log, 1)
     os.dup2(log, 2)
+    for stream in (sys.stdout, sys.stderr):  # each line in the file as it is printed, as on a terminal
+        stream.reconfigure(line_buffering=True)
     os.chdir(REPO)
     os.environ.update(env)
     torch.set_num_threads(1)  # two threads per process on a shared 2-core machine run ~10x slower
@@ -498,15 +500,23 @@ def _forked_main(script, argv, log_path, env, setup):
     os._exit(code)
 
 
-def run_forked(script, argv, env=None, setup=None, timeout=300):
-    """Runs an entry script (ENTRY_SCRIPTS) or a bench script ("bench/NAME") in a process forked from fork_server():
-    a CompletedProcess whose returncode is the process's (-9 when SIGKILLed) and whose stdout and stderr both hold
-    its interleaved output."""
+def start_forked(script, argv, log_path, env=None, setup=None):
+    """Starts an entry script (ENTRY_SCRIPTS) or a bench script ("bench/NAME") in a process forked from
+    fork_server(), its output into log_path; returns the multiprocessing Process (pid, join, exitcode: -9 when
+    SIGKILLed)."""
     if script not in ENTRY_SCRIPTS and not script.startswith("bench/"):
         raise ValueError(f"{script} is neither an entry script ({', '.join(ENTRY_SCRIPTS)}) nor bench/NAME")
+    Path(log_path).write_text("")  # there to read from the start
+    process = fork_server().Process(target=_forked_main, args=(script, list(argv), str(log_path), env or {}, setup))
+    process.start()
+    return process
+
+
+def run_forked(script, argv, env=None, setup=None, timeout=300):
+    """start_forked, waited for: a CompletedProcess whose returncode is the process's and whose stdout and stderr
+    both hold its interleaved output."""
     with tempfile.NamedTemporaryFile("r", suffix=".log") as log:
-        process = fork_server().Process(target=_forked_main, args=(script, list(argv), log.name, env or {}, setup))
-        process.start()
+        process = start_forked(script, argv, log.name, env, setup)
         process.join(timeout)
         if process.exitcode is None:
             process.kill()

@@ -4,13 +4,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from absl.testing import absltest, parameterized
 
 from t5kit.outputs import run_folder
 from t5kit.train import checkpointing
-from tests.helpers import REPO, OneThreadTestCase
+from tests.helpers import REPO, OneThreadTestCase, start_forked
 
 pytestmark = pytest.mark.kill  # signals to real training processes (tens of seconds each)
 
@@ -21,18 +22,17 @@ class PreemptionSignalTest(OneThreadTestCase):
     def test_signal_saves_a_checkpoint_and_exits_zero(self, name):
         out = self.dir / "run"
         argv = self.run_flags(out, max_steps=500, save_strategy="no")
-        env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-        process = subprocess.Popen([sys.executable, str(REPO / "pre_train_t5.py"), *argv], cwd=REPO, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        lines = []
-        for line in process.stdout:  # the first logged step: training is under way
-            lines.append(line)
-            if line.startswith("{'loss'"):
-                process.send_signal(getattr(signal, name))
-                break
-        lines += process.stdout.readlines()
-        self.assertEqual(process.wait(timeout=300), 0, "".join(lines[-30:]))
-        log = "".join(lines)
+        output = self.dir / "process.log"
+        process = start_forked("pre_train_t5", argv, output)  # a process of its own (tests/helpers.py)
+        deadline = time.monotonic() + 300
+        while "\n{'loss'" not in output.read_text():  # the first logged step: training is under way
+            self.assertIsNone(process.exitcode, output.read_text()[-3000:])
+            self.assertLess(time.monotonic(), deadline, "no step was logged in 300 s")
+            time.sleep(0.05)
+        os.kill(process.pid, getattr(signal, name))
+        process.join(300)
+        log = output.read_text()
+        self.assertEqual(process.exitcode, 0, log[-3000:])
         self.assertIn(f"received {name}: saving checkpoint-", log)
         checkpoints = run_folder.list_checkpoints(out)
         self.assertLen(checkpoints, 1)
