@@ -24,7 +24,7 @@ LAYER_RANKS = {"base": 0, "config": 1, "data": 2, "metrics": 3, "model": 4, "opt
                "sweep": 6, "cli": 7}
 LAYERS = ("config", "data", "model", "optim", "train", "outputs", "sweep")
 MAX_MODULE_LINES = 400
-SHARED_TEST_MODULES = ("helpers", "trained_model")  # what test modules may import of tests/
+SHARED_TEST_MODULES = ("helpers", "trained_model", "forked")  # what test modules may import of tests/
 # Library modules tested in another file than their mirror (docs/architecture.md, "Tests": tests/<layer>/
 # test_<module>.py tests t5kit/<layer>/<module>.py): module -> the one test file that covers it and imports it. Only
 # small modules whose behaviour is part of another's: errors.py is UsageError and the "did you mean" wording, whose

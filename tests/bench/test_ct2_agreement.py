@@ -11,7 +11,8 @@ from absl.testing import absltest, parameterized
 from bench import ct2_agreement
 from bench.predict import has_bf16
 from t5kit.data.task_format import find_task
-from tests.helpers import require, run_forked, save_tiny_t5
+from tests.forked import run_forked
+from tests.helpers import require, save_tiny_t5
 
 
 class GoldLabelsTest(parameterized.TestCase):

@@ -18,7 +18,8 @@ from absl.testing import absltest, parameterized
 
 from bench import gpu_check, gpu_sections, pretrain_throughput
 from t5kit.config.checks import cpu_has_native_bf16
-from tests.helpers import REPO, require, run_forked
+from tests.forked import run_forked
+from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "fp16_correctness",
             "throughput_compiled_sdpa_fp16", "ul2_packing", "throughput_eager_sdpa",

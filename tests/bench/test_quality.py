@@ -13,7 +13,8 @@ from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
 from bench import quality
-from tests.helpers import require, run_forked
+from tests.forked import run_forked
+from tests.helpers import require
 
 
 class TaskAdaptiveCorpusTest(parameterized.TestCase):

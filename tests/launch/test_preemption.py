@@ -11,7 +11,8 @@ from absl.testing import absltest, parameterized
 
 from t5kit.outputs import run_folder
 from t5kit.train import checkpointing
-from tests.helpers import REPO, OneThreadTestCase, start_forked
+from tests.forked import start_forked
+from tests.helpers import REPO, OneThreadTestCase
 
 pytestmark = pytest.mark.kill  # signals to real training processes (tens of seconds each)
 

@@ -10,7 +10,8 @@ from safetensors.torch import load_file
 
 from t5kit.outputs import run_folder
 from t5kit.train import checkpointing
-from tests.helpers import TinyRunTestCase, run_forked, tiny_flags, tiny_run_flags
+from tests.forked import run_forked
+from tests.helpers import TinyRunTestCase, tiny_flags, tiny_run_flags
 
 pytestmark = pytest.mark.kill  # SIGKILLs a real run five times and resumes it
 

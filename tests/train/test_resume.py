@@ -18,7 +18,8 @@ from t5kit.train import checkpointing, resume
 from t5kit.train.checkpointing import SafeCheckpointMixin
 from t5kit.train.nonfinite_guard import NonFiniteGuardMixin
 from t5kit.train.preemption import PreemptionCallback
-from tests.helpers import REPO, OneThreadTestCase, pre_train, run_forked, tiny_run_flags
+from tests.forked import run_forked
+from tests.helpers import REPO, OneThreadTestCase, pre_train, tiny_run_flags
 
 
 def snapshot_with_times(folder):
