@@ -30,9 +30,9 @@ from t5kit.data.task_sources import label_id
 def predict(model, task, input_file, output_file, backend, compute_type, label_scoring, max_examples):
     """Runs predict_t5.py once; returns its predictions in input order. compute_type: CTranslate2's, or for the torch
     backend fp32, bf16 or fp16."""
-    argv = ["--model_name_or_path", str(model), "--task", task,
-               "--input_file", str(input_file), "--output_file", str(output_file), "--label_scoring", label_scoring,
-               "--backend", backend, "--disable_tqdm", "true", "--max_predict_samples", str(max_examples)]
+    argv = ["--model_name_or_path", str(model), "--task", task, "--input_file", str(input_file), "--output_file",
+            str(output_file), "--label_scoring", label_scoring, "--backend", backend, "--disable_tqdm", "true",
+            "--max_predict_samples", str(max_examples)]
     if backend == "torch":
         argv += ["--bf16", str(compute_type == "bf16").lower(), "--fp16", str(compute_type == "fp16").lower()]
     else:

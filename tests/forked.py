@@ -52,8 +52,8 @@ def _forked_main(script, argv, log_path, env, setup):
     try:
         cli.run_cli(main) if script in ENTRY_SCRIPTS else main()
     except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (stop.code is not None)
-        if isinstance(stop.code, str):
+        code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        if isinstance(stop.code, str):  # sys.exit("message"): the interpreter prints it and exits 1
             print(stop.code, file=sys.stderr)
     except BaseException:
         import traceback

@@ -444,4 +444,3 @@ def file_size_limit(max_bytes):
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, handler)
-

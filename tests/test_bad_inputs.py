@@ -92,7 +92,7 @@ def stale_export(work):
     write(work / "export/export_record.json", json.dumps({"export_sha256": "0" * 64, "quantization": "float32"}))
     return str(work / "export")
 
-# name -> (entry, argv builder given the work folder, expected message fragment[, environment of the run])
+
 SILENT_SERVER_WAIT_S = 0.5  # a silent listener never answers: how long a run waits changes nothing else
 
 
@@ -103,6 +103,7 @@ def silent_server_short_wait():
         yield
 
 
+# name -> (entry, argv builder given the work folder, expected message fragment[, environment of the run])
 CASES = {
     # config files
     "yaml_not_a_mapping": ("pre_train_t5", lambda w: [write(w / "c.yaml", "- a\n- b\n")],

@@ -42,7 +42,7 @@ class GoldLabelsTest(parameterized.TestCase):
 class EveryArmTest(absltest.TestCase):
 
     def test_one_line_per_scoring_with_every_arm(self):
-        # each arm's predict_t5.py in a forked process (tests/helpers.py run_forked): a real process, started in
+        # each arm's predict_t5.py in a forked process (tests/forked.py): a real process, started in
         # a tenth of a second instead of importing torch and transformers again
         forked = mock.patch.object(ct2_agreement, "run_predict_t5", lambda argv: run_forked("predict_t5", argv))
         with tempfile.TemporaryDirectory() as folder, forked:

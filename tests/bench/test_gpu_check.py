@@ -49,7 +49,7 @@ RUN_COMMAND = gpu_check.run_command
 
 def forked_scripts(argv, log, env, timeout):
     """gpu_check.run_command for the dry run: the Python scripts among its commands (pre_train_t5.py, bench/*.py) run
-    in forked processes (tests/helpers.py run_forked: ~6 s of imports less each), the launchers as commands."""
+    in forked processes (tests/forked.py: ~6 s of imports less each), the launchers as commands."""
     if argv[0] == sys.executable and argv[1].endswith(".py"):
         done = run_forked(argv[1][:-3], argv[2:], env=env, timeout=timeout or 900)
         log.write(done.stdout)

@@ -24,7 +24,7 @@ class PreemptionSignalTest(OneThreadTestCase):
         out = self.dir / "run"
         argv = self.run_flags(out, max_steps=500, save_strategy="no")
         output = self.dir / "process.log"
-        process = start_forked("pre_train_t5", argv, output)  # a process of its own (tests/helpers.py)
+        process = start_forked("pre_train_t5", argv, output)  # a process of its own (tests/forked.py)
         deadline = time.monotonic() + 300
         while "\n{'loss'" not in output.read_text():  # the first logged step: training is under way
             self.assertIsNone(process.exitcode, output.read_text()[-3000:])

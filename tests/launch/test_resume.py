@@ -18,7 +18,7 @@ pytestmark = pytest.mark.kill  # SIGKILLs a real run five times and resumes it
 MAX_STEPS = 12
 
 # Each run is pre_train_t5.py (or fine_tune_t5.py) in a process of its own, forked from an interpreter that has
-# imported them (tests/helpers.py: run_forked), plus one test-only hook that SIGKILLs the process at the moment named
+# imported them (tests/forked.py), plus one test-only hook that SIGKILLs the process at the moment named
 # by where:step. SIGKILL cannot be caught, so nothing gets to clean up.
 def kill_at(where, step):
     """Runs in the forked process before the script: wraps the function of the kill point `where` so that the
