@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import types
@@ -378,8 +377,7 @@ def train_tokenizer(argv):
     return entry_main("train_tokenizer")(argv)
 
 
-# Two-process launches: a Python snippet run as two gloo processes under torchrun with a time limit (a hung
-# rendezvous fails its test instead of the whole CI run).
+# The launchers' folder (torchrun, accelerate, deepspeed) and a free port for a launch or a server of a test's own.
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -388,21 +386,6 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return str(probe.getsockname()[1])
-
-
-def torchrun(code, argv, env=None, timeout=480):
-    """Runs `python -c code argv...` as 2 processes under torchrun from the repository root; fails with the lines
-    that name the cause when a process fails or the run outlives `timeout` seconds."""
-    port = free_port()
-    result = subprocess.run([str(VENV_BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", port, "--no-python",
-                             sys.executable, "-c", code, *argv], cwd=REPO,
-                            env=dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT=port, **(env or {})),
-                            capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        errors = [line for line in result.stderr.splitlines() if "Error" in line or "error:" in line]
-        raise AssertionError(f"torchrun failed ({result.returncode}):\n" + "\n".join(errors[-15:])
-                             + f"\n... stderr tail:\n{result.stderr[-2000:]}")
-    return result
 
 
 # Failing environments, real ones: a W&B server that refuses or never answers, and writes the OS refuses.

@@ -1,8 +1,9 @@
-"""Two CPU processes (gloo) reach the loss curve of one process at the same global batch and seed: DDP through
-torchrun and accelerate, and DeepSpeed ZeRO-2/ZeRO-3 (which run on CPU under torchrun)."""
+"""Two CPU processes (gloo) reach the loss curve of one process at the same global batch and seed. The launchers
+themselves: DDP under torchrun and accelerate, DeepSpeed ZeRO-2 under its own launcher and under accelerate with a
+DeepSpeed config. The rest (ZeRO-2/ZeRO-3, packing, streaming resume, fine-tuning) start their two processes with
+tests/forked.py's run_ranks: torchrun's environment and store, without an interpreter start per process."""
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -11,16 +12,16 @@ import pytest
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
+from tests.forked import CAUSE_MARKERS, run_ranks
 from tests.helpers import REPO, VENV_BIN, fine_tune, free_port, pre_train, require, tiny_flags, tiny_run_flags
 
-pytestmark = pytest.mark.launch  # every test runs two processes under torchrun or accelerate
+pytestmark = pytest.mark.launch  # every test runs two processes
 
 STEPS = 4
-CAUSE_MARKERS = re.compile(r"Error|error:|terminate called|Traceback|Signal \d+|exitcode")
 
 
-def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
-    """Runs an entry script under a launcher with 2 CPU processes; returns the completed process."""
+def launch(launcher, argv, timeout=480):
+    """Runs pre_train_t5.py under a launcher with 2 CPU processes; returns the completed process."""
     port = free_port()  # a fresh one per launch: the last launch's port may still be held by the kernel
     env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_PORT=port)
     commands = {
@@ -37,7 +38,7 @@ def launch(launcher, argv, script="pre_train_t5.py", timeout=480):
                        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                        "--main_process_port", port],
     }
-    result = subprocess.run([*commands[launcher], str(REPO / script), *argv], cwd=REPO, env=env,
+    result = subprocess.run([*commands[launcher], str(REPO / "pre_train_t5.py"), *argv], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         # The launcher's summary fills the tail; the lines that say what went wrong may be far above it.
@@ -77,12 +78,15 @@ class TwoProcessEquivalenceTest(parameterized.TestCase):
         self.assertIn("global batch 4 = 2 per device x 1 accumulation x 2 processes", result.stdout)
         np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-4)
 
-    @parameterized.named_parameters(("zero2_torchrun", "zero_stage2_config.json", "torchrun"),
-                                    ("zero3_torchrun", "zero_stage3_config.json", "torchrun"),
-                                    ("zero2_deepspeed_launcher", "zero_stage2_config.json", "deepspeed"))
-    def test_deepspeed_matches_one_process(self, config, launcher):
-        out, argv = self.two_process_flags(f"{Path(config).stem}_{launcher}", deepspeed=str(REPO / config))
-        launch(launcher, argv)
+    @parameterized.named_parameters(("zero2", "zero_stage2_config.json"), ("zero3", "zero_stage3_config.json"))
+    def test_deepspeed_matches_one_process(self, config):
+        out, argv = self.two_process_flags(Path(config).stem, deepspeed=str(REPO / config))
+        run_ranks("pre_train_t5", argv)
+        np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
+
+    def test_deepspeed_launcher_matches_one_process(self):
+        out, argv = self.two_process_flags("deepspeed_launcher", deepspeed=str(REPO / "zero_stage2_config.json"))
+        launch("deepspeed", argv)
         np.testing.assert_allclose(losses(out), self.single_losses, rtol=1e-3)
 
     def test_accelerate_with_deepspeed_config_matches_one_process(self):
@@ -106,7 +110,7 @@ class PackedTwoProcessTest(absltest.TestCase):
                                   overwrite_output_dir=True, **extra)
 
         pre_train(flags("single", gradient_accumulation_steps=2))
-        result = launch("torchrun", flags("two", ddp_find_unused_parameters=False))
+        result = run_ranks("pre_train_t5", flags("two", ddp_find_unused_parameters=False))
         self.assertIn("global batch 8 = 4 per device x 1 accumulation x 2 processes", result.stdout)
         np.testing.assert_allclose(losses(work / "two"), losses(work / "single"), rtol=1e-4)
         for out in ("single", "two"):
@@ -128,11 +132,11 @@ class StreamingTwoProcessResumeTest(absltest.TestCase):
                                   save_steps=2, per_device_train_batch_size=2, lr_scheduler_type="constant",
                                   ddp_find_unused_parameters=False, **extra)
 
-        launch("torchrun", stream_flags("plain", 4))
-        launch("torchrun", stream_flags("resumed", 2))
+        run_ranks("pre_train_t5", stream_flags("plain", 4))
+        run_ranks("pre_train_t5", stream_flags("resumed", 2))
         position = json.loads((work / "resumed/checkpoint-2/stream_position.json").read_text())
         self.assertEqual(position["window"], 8)  # 2 steps x 2 windows x 2 ranks
-        result = launch("torchrun", stream_flags("resumed", 4, resume_from_checkpoint="auto"))
+        result = run_ranks("pre_train_t5", stream_flags("resumed", 4, resume_from_checkpoint="auto"))
         self.assertIn("stream resumes at window 8 (epoch 0)", result.stdout + result.stderr)
         expected = load_file(work / "plain/model.safetensors")
         got = load_file(work / "resumed/model.safetensors")
@@ -155,7 +159,7 @@ class FineTuneTwoProcessTest(absltest.TestCase):
                               do_eval=False, ddp_find_unused_parameters=False)
 
         fine_tune(run_flags("single", 4))
-        launch("torchrun", run_flags("ddp", 2), script="fine_tune_t5.py")
+        run_ranks("fine_tune_t5", run_flags("ddp", 2))
         np.testing.assert_allclose(losses(work / "ddp"), losses(work / "single"), rtol=1e-4)
 
 

@@ -25,7 +25,8 @@ from transformers import AutoModelForSeq2SeqLM
 
 from t5kit.config import launch_checks
 from t5kit.errors import UsageError
-from tests.helpers import REPO, TinyRunTestCase, free_port, pre_train, tiny_run_flags, torchrun
+from tests.forked import run_ranks
+from tests.helpers import REPO, TinyRunTestCase, free_port, pre_train, tiny_run_flags
 
 FSDP_CONFIG = REPO / "configs/accelerate/fsdp.yaml"
 STEPS = 4
@@ -54,12 +55,9 @@ sys.argv = ["pre_train_t5.py", *sys.argv[1:]]
 cli.run_cli(entry.main)
 """
 
-# One os.write per process: two processes share torchrun's stdout, and print's separate writes of its arguments
-# interleaved there ("distributed_typedistributed_type MULTI_CPU\n MULTI_CPU").
 STATE_CHILD = """
-import os
 from accelerate import Accelerator
-os.write(1, f"distributed_type {Accelerator(cpu=True).distributed_type.value}\\n".encode())
+print(f"distributed_type {Accelerator(cpu=True).distributed_type.value}")
 """
 
 
@@ -145,13 +143,13 @@ class FsdpConfigChecksTest(parameterized.TestCase):
                                                                    gradient_accumulation_steps=1, max_grad_norm=1.0))
 
 
-@pytest.mark.launch  # two processes under torchrun
+@pytest.mark.launch  # two processes (tests/forked.py run_ranks: torchrun's environment)
 class FsdpOnCpuTest(TinyRunTestCase):
 
     def test_accelerate_keeps_cpu_processes_out_of_fsdp(self):
         """The reason launch_checks refuses FSDP on CPU: with the environment of our FSDP config, accelerate's state
         for CPU processes is MULTI_CPU (DDP), not FSDP."""
-        result = torchrun(STATE_CHILD, [], accelerate_environment())
+        result = run_ranks("-c", [STATE_CHILD], env=accelerate_environment())
         self.assertEqual(result.stdout.count("distributed_type MULTI_CPU"), 2, result.stdout)
 
     def test_fsdp2_two_processes_match_one_process_and_resume_bit_identical(self):
@@ -165,7 +163,7 @@ class FsdpOnCpuTest(TinyRunTestCase):
 
         env = accelerate_environment()
         child = CHILD.format(repo=str(REPO))
-        result = torchrun(child, two_process_flags("fsdp"), env)
+        result = run_ranks("-c", [child, *two_process_flags("fsdp")], env=env)
         self.assertIn("global batch 4 = 2 per device x 1 accumulation x 2 processes", result.stdout + result.stderr)
         np.testing.assert_allclose(losses(work / "fsdp"), losses(single), rtol=1e-4)
         # Checkpoints are sharded (one shard per process, torch.distributed.checkpoint), with our manifest.
@@ -175,7 +173,8 @@ class FsdpOnCpuTest(TinyRunTestCase):
         self.assertTrue((checkpoint / "manifest.json").is_file())
         self.assertFalse((checkpoint / "model.safetensors").exists())
         # A run resumed from checkpoint-2 ends where the uninterrupted run ended, bit for bit.
-        torchrun(child, two_process_flags("resumed", resume_from_checkpoint=str(checkpoint)), env)
+        resumed = two_process_flags("resumed", resume_from_checkpoint=str(checkpoint))
+        run_ranks("-c", [child, *resumed], env=env)
         expected, got = load_file(work / "fsdp/model.safetensors"), load_file(work / "resumed/model.safetensors")
         self.assertEqual(sorted(got), sorted(expected))
         for name, tensor in expected.items():

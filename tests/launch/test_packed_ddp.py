@@ -9,7 +9,7 @@ from absl.testing import absltest
 from transformers import T5Config, T5ForConditionalGeneration
 
 from t5kit.model import packed_attention
-from tests.helpers import torchrun
+from tests.forked import run_ranks
 
 pytestmark = pytest.mark.launch
 
@@ -40,8 +40,8 @@ def packed_row(rank):
     return row
 
 
-# Each torchrun process: its own packed row through DDP; rank 0 saves the synchronised gradients. torchrun in a
-# subprocess, not mp.spawn: the subprocess has a time limit (an mp.spawn rendezvous here once hung CI).
+# Each process: its own packed row through DDP; rank 0 saves the synchronised gradients. run_ranks, not mp.spawn: it
+# has a time limit (an mp.spawn rendezvous here once hung CI).
 CHILD = """
 import sys
 import torch
@@ -66,7 +66,7 @@ class PackedDdpTest(absltest.TestCase):
 
     def test_two_processes_give_the_gradients_of_one_averaging_their_rows(self):
         out = os.path.join(self.create_tempdir().full_path, "grads.pt")
-        torchrun(CHILD, [out], timeout=300)
+        run_ranks("-c", [CHILD, out], timeout=300)
         synced = torch.load(out)
         model = packed_attention.install(tiny_t5())
         losses = [model(**packed_row(rank)).loss for rank in (0, 1)]
