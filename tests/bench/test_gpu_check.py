@@ -18,7 +18,7 @@ from absl.testing import absltest, parameterized
 
 from bench import gpu_check, gpu_sections, pretrain_throughput
 from t5kit.config.checks import cpu_has_native_bf16
-from tests.forked import run_forked
+from tests.forked import run_forked, run_ranks
 from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "fp16_correctness",
@@ -48,13 +48,34 @@ RUN_COMMAND = gpu_check.run_command
 
 
 def forked_scripts(argv, log, env, timeout):
-    """gpu_check.run_command for the dry run: the Python scripts among its commands (pre_train_t5.py, bench/*.py) run
-    in forked processes (tests/forked.py: ~6 s of imports less each), the launchers as commands."""
-    if argv[0] == sys.executable and argv[1].endswith(".py"):
-        done = run_forked(argv[1][:-3], argv[2:], env=env, timeout=timeout or 900)
-        log.write(done.stdout)
-        return done.returncode
-    return RUN_COMMAND(argv, log, env, timeout)
+    """gpu_check.run_command for the dry run: the Python scripts among its commands (pre_train_t5.py, bench/*.py)
+    run in forked processes (tests/forked.py: ~6 s of imports less each), torchrun's and accelerate's processes too,
+    with the environment each launcher gives them (torchrun's; accelerate's own prepare_simple_launcher_cmd_env for
+    its --cpu launch)."""
+    if argv[0] != sys.executable:
+        return RUN_COMMAND(argv, log, env, timeout)
+    timeout = timeout or 900
+    if argv[1:3] == ["-m", "torch.distributed.run"] and argv[3] == "--nproc_per_node":
+        try:
+            done = run_ranks(argv[5][:-3], argv[6:], nproc=int(argv[4]), env=env, timeout=timeout)
+        except AssertionError as failure:
+            log.write(str(failure))
+            return 1
+    elif argv[1:3] == ["-m", "accelerate.commands.launch"]:
+        from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+        from accelerate.utils.launch import prepare_simple_launcher_cmd_env
+
+        args, _, _ = _validate_launch_command(launch_command_parser().parse_args(argv[3:]))
+        if not args.cpu:  # accelerate's other launchers start processes of their own
+            return RUN_COMMAND(argv, log, env, timeout)
+        command, launch_env = prepare_simple_launcher_cmd_env(args)
+        done = run_forked(command[1][:-3], command[2:], env={**env, **launch_env}, timeout=timeout)
+    elif argv[1].endswith(".py"):
+        done = run_forked(argv[1][:-3], argv[2:], env=env, timeout=timeout)
+    else:
+        return RUN_COMMAND(argv, log, env, timeout)
+    log.write(done.stdout)
+    return done.returncode
 
 
 class DryRunTestCase(parameterized.TestCase):
