@@ -177,21 +177,22 @@ class Fp16RunTest(OneThreadTestCase):
         self.assertTrue(math.isfinite(results["eval_loss"]))
         self.check_record_and_card(out)
 
-    def test_100_steps_of_t5_mini_end_within_0_1_of_fp32(self):
+    def test_60_steps_of_t5_mini_end_within_0_1_of_fp32(self):
         """The GPU check's fp16 section on a CPU (bench/gpu_sections.py: LOSS_TOLERANCE, the mean gap over the last
-        50 logged steps), at a CPU-sized run: 100 steps (the GPU's 200 halved) of 4 rows of 32 tokens, as fp16 on a
-        CPU without native fp16 (no AVX-512 FP16 or AMX) runs ~5x slower than fp32."""
+        half of the logged steps), at a CPU-sized run: 60 steps of 4 rows of 16 tokens, as fp16 on a CPU without
+        native fp16 (no AVX-512 FP16 or AMX) runs several times slower than fp32."""
         curves = {}
         for name, flags in (("fp32", {}), ("fp16", {"fp16": True})):
             out = self.dir / name
-            pre_train(self.run_flags(out, model_size="t5-mini", max_steps=100, learning_rate=3e-3, warmup_steps=10,
-                                     input_length=32, save_strategy="no", logging_steps=1, **flags))
+            pre_train(self.run_flags(out, model_size="t5-mini", max_steps=60, learning_rate=3e-3, warmup_steps=10,
+                                     input_length=16, save_strategy="no", logging_steps=1, **flags))
             state = json.loads((out / "trainer_state.json").read_text())
             curves[name] = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
-        self.assertLen(curves["fp16"], 100)
+        self.assertLen(curves["fp16"], 60)
         self.assertTrue(all(math.isfinite(loss) for loss in curves["fp16"]))
-        gap = sum(abs(a - b) for a, b in zip(curves["fp16"][-50:], curves["fp32"][-50:])) / 50
-        print(f"fp16 vs fp32, t5-mini, 100 steps: mean gap over the last 50 steps {gap:.4f}")
+        self.assertLess(curves["fp32"][-1], curves["fp32"][0] - 3)  # a curve that fell, not one that sat still
+        gap = sum(abs(a - b) for a, b in zip(curves["fp16"][-30:], curves["fp32"][-30:])) / 30
+        print(f"fp16 vs fp32, t5-mini, 60 steps: mean gap over the last 30 steps {gap:.4f}")
         self.assertLess(gap, 0.1)
 
 
