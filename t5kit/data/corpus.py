@@ -6,6 +6,7 @@ Packing concatenates every document (each ending with EOS) and cuts the stream i
 import codecs
 import contextlib
 import functools
+import hashlib
 import logging
 import math
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from datasets.exceptions import DatasetGenerationError
+from datasets.fingerprint import Hasher
 
 from t5kit.data.window_stream import WindowStream
 from t5kit.errors import UsageError
@@ -178,8 +180,21 @@ def tokenize_documents(dataset, tokenizer, text_column, num_proc=None, overwrite
     kwargs = dict(batched=True, batch_size=TOKENIZE_BATCH_SIZE, remove_columns=column_names(dataset))
     if isinstance(dataset, datasets.IterableDataset):
         return dataset.map(tokenize, **kwargs)
+    fingerprint = tokenize_fingerprint(dataset, tokenizer, tokenize, text_column, append_eos)
     return dataset.map(tokenize, num_proc=num_proc, load_from_cache_file=not overwrite_cache,
-                       desc="Tokenising", **kwargs)
+                       new_fingerprint=fingerprint, desc="Tokenising", **kwargs)
+
+
+def tokenize_fingerprint(dataset, tokenizer, tokenize, *options):
+    """The tokenised dataset's cache key: the documents' fingerprint, the tokenizer's serialised form (its vocabulary,
+    normaliser, pre- and post-processor: milliseconds to hash), the function's code and its options. datasets' own key
+    pickles the tokenizer inside the function, ~0.5 s a split at every run's start. None (datasets' key) for a
+    tokenizer without a serialised form."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    tokenizer_hash = hashlib.sha256(backend.to_str().encode()).hexdigest()
+    return Hasher.hash([dataset._fingerprint, tokenizer_hash, tokenize.__code__, TOKENIZE_BATCH_SIZE, *options])
 
 
 def pack_windows(tokenized, tokens_length, source=None):

@@ -73,6 +73,22 @@ class DataTest(parameterized.TestCase):
         self.assertEqual(os.stat(cache_file).st_mtime_ns, mtime)
         self.assertEqual(second["input_ids"], first["input_ids"])
 
+    def test_another_tokenizer_or_option_is_another_cache_entry(self):
+        """The cache key (corpus.tokenize_fingerprint) reads the tokenizer itself, not its object: a tokenizer with
+        one more token, or EOS left off, tokenises anew instead of reading the first run's ids."""
+        path = self.write_text(self.paragraphs)
+        args = PretrainDataArguments(train_files=[path])
+        spec = args.corpus_spec(7, str(self.dir / "cache"))
+        first = corpus.tokenize_documents(corpus.load_raw_corpus(spec)["train"], self.tokenizer, "text")
+        grown = T5TokenizerFast.from_pretrained(str(require("t5_spiece")))
+        grown.add_tokens(["Elliot"])
+        runs = {"tokenizer": corpus.tokenize_documents(corpus.load_raw_corpus(spec)["train"], grown, "text"),
+                "append_eos": corpus.tokenize_documents(corpus.load_raw_corpus(spec)["train"], self.tokenizer, "text",
+                                                        append_eos=False)}
+        for name, run in runs.items():
+            self.assertNotEqual(run.cache_files[0]["filename"], first.cache_files[0]["filename"], name)
+            self.assertNotEqual(run["input_ids"], first["input_ids"], name)
+
     def test_blank_documents_are_skipped_and_eos_ends_each(self):
         docs = datasets.Dataset.from_dict({"text": ["Anne Elliot.", "   ", "", "Captain Wentworth."]})
         tokenized = corpus.tokenize_documents(docs, self.tokenizer, "text")
