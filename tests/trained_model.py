@@ -1,10 +1,13 @@
 """A tiny T5 trained for seconds on a GLUE mixture with the real T5 tokenizer, for tests that compare two ways of
 predicting (torch and CTranslate2, eager and compiled generation): an untrained model emits one degenerate string
 for every input, which cannot show a difference; this one's outputs follow its inputs and end at EOS after a few
-tokens."""
+tokens. trained_tiny_model() trains it once per test process (a pytest-xdist worker) for the classes that share it."""
+import functools
 import random
+from pathlib import Path
 
 import torch
+from absl.testing import absltest
 
 from t5kit.data import predict_inputs, task_format
 from t5kit.model import building
@@ -48,3 +51,11 @@ def train_tiny_model(folder):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return float(loss.detach())
+
+
+@functools.cache
+def trained_tiny_model():
+    """(folder, last step's loss) of train_tiny_model's model, trained once per test process (~13 s on one thread):
+    the classes comparing two ways of predicting read it, and none writes into it."""
+    folder = Path(absltest.get_default_test_tmpdir()) / "trained_tiny_model"
+    return folder, train_tiny_model(folder)

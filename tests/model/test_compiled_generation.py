@@ -5,7 +5,6 @@ source of the maximum length, rows that end early) run the same static cache and
 backend, which skips Inductor's code generation (seconds instead of tens of seconds a shape on a CPU); a negative
 control shows the comparison catches unmasked padding; the fallbacks log one line and generate eagerly."""
 import json
-import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -18,7 +17,7 @@ from t5kit.data import predict_inputs, task_format
 from t5kit.errors import UsageError
 from t5kit.model import building, compiled_generation, inference
 from tests.helpers import fine_tune, predict, predict_flags, require, tiny_flags
-from tests.trained_model import train_tiny_model
+from tests.trained_model import trained_tiny_model
 
 ROWS = 8  # of each input set
 SPEED_KEYS = ("_runtime", "_per_second")  # evaluation metrics that are timings
@@ -46,20 +45,14 @@ def span_texts(limit=ROWS):
 
 
 class TrainedModelTestCase(parameterized.TestCase):
-    """The tiny trained model (tests/trained_model.py) and the input sets, built once a class."""
+    """The tiny trained model (tests/trained_model.py, once per test process) and the input sets."""
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.folder = Path(cls.tmp.name) / "model"
-        train_tiny_model(cls.folder)
+        cls.folder, _ = trained_tiny_model()
         cls.tokenizer = building.load_tokenizer(str(cls.folder))
         cls.texts = {"sst2": dev_texts("sst2"), "rte": dev_texts("rte"), "translation": translation_texts(),
                      "spans": span_texts()}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def fresh_model(self):
         return building.load_pretrained_t5(str(self.folder)).eval()

@@ -17,7 +17,7 @@ from t5kit.errors import UsageError
 from t5kit.model import building, ctranslate2_backend, ctranslate2_export, inference
 from t5kit.outputs import hub_upload, model_card
 from tests.helpers import entry_main, predict, predict_flags, require, save_tiny_t5, snapshot
-from tests.trained_model import train_tiny_model
+from tests.trained_model import trained_tiny_model
 
 GLUE_DEV_TASKS = ("cola", "sst2", "mrpc", "stsb", "qnli", "rte", "wnli")  # the dev sets ../shared/data holds
 DEV_ROWS = 120  # the first rows of each dev set: parity over all 7 stays well under a minute on 2 cores
@@ -79,11 +79,10 @@ class ParityTest(parameterized.TestCase):
         cls.threads = torch.get_num_threads()
         torch.set_num_threads(1)
         cls.tmp = tempfile.TemporaryDirectory()
-        folder = Path(cls.tmp.name) / "model"
-        cls.final_loss = train_tiny_model(folder)
-        ctranslate2_backend.convert(folder, Path(cls.tmp.name) / "ct2", "float32")
-        cls.tokenizer = building.load_tokenizer(str(folder))
-        cls.model = building.load_pretrained_t5(str(folder)).eval()
+        cls.folder, cls.final_loss = trained_tiny_model()
+        ctranslate2_backend.convert(cls.folder, Path(cls.tmp.name) / "ct2", "float32")
+        cls.tokenizer = building.load_tokenizer(str(cls.folder))
+        cls.model = building.load_pretrained_t5(str(cls.folder)).eval()
         cls.translator = ctranslate2_backend.load_translator(Path(cls.tmp.name) / "ct2", threads=1)
 
     @classmethod
@@ -130,7 +129,7 @@ class ParityTest(parameterized.TestCase):
     def test_fp16_weights_give_fp32s_labels(self):
         """predict_t5.py --fp16 (the torch predictor with fp16 weights, the feed-forward outputs in fp32) on the same
         trained model: the fp32 labels on >= 99 % of the SST-2 and RTE dev rows, by generation and by ranking."""
-        fp16 = inference.place_model(building.load_pretrained_t5(str(Path(self.tmp.name) / "model")), "cpu",
+        fp16 = inference.place_model(building.load_pretrained_t5(str(self.folder)), "cpu",
                                      fp16=True)
         for task in ("sst2", "rte"):
             task_vals, ids = self.dev_ids(task)
