@@ -18,7 +18,7 @@ from pathlib import Path
 from t5kit.outputs.run_folder import EVAL_LOG_FILE, METRICS_FILE
 
 ARGS_MACROS = ("${args}", "${args_no_hyphens}", "${args_no_boolean_flags}", "${args_json}", "${args_json_file}")
-POLL_S = 0.5  # how often the eval log is read; evaluations are seconds to hours apart
+POLL_S = 0.1  # how often the program is checked and its eval log read (a poll and a read of new lines)
 STOP_GRACE_S = 10  # SIGTERM, then SIGKILL after this long
 STDERR_TAIL_CHARS = 2000  # what a failed trial records of its stderr
 
