@@ -20,7 +20,7 @@ from transformers import HfArgumentParser
 
 from t5kit import cli
 from t5kit.config import parsing
-from t5kit.config.script_flags import SWEEP_FLAG_CLASSES
+from t5kit.config.sweep_arguments import SWEEP_FLAG_CLASSES
 from t5kit.errors import UsageError
 from t5kit.sweep import report as sweep_report
 from t5kit.sweep import space as sweep_space

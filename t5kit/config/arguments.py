@@ -1,9 +1,9 @@
 """The flag groups entry scripts share (HF names wherever HF has one): where the model comes from (every script that
-reads one) and its tokenizer (pre-training, fine-tuning and predict_t5.py), the folder a script writes and whether
-it may overwrite it, the hub upload, how task inputs are cut and predicted (fine-tuning and prediction), the model
-and the training run. A shared flag is declared once, in its group, with one help text true for every script that
-takes it; a script's own group inherits the shared ones (the training groups ahead of HF's TrainingArguments, so
-that their text replaces HF's). pretrain_arguments.py, finetune_arguments.py and
+reads one) and its tokenizer (pre-training, fine-tuning and predict_t5.py), the hub upload, how task inputs are cut and
+predicted (fine-tuning and prediction), the model and the training run; the folder a script writes and whether it may
+overwrite it are output_arguments.py's. A shared flag is declared once, in its group, with one help text true for every
+script that takes it; a script's own group inherits the shared ones (the training groups ahead of HF's
+TrainingArguments, so that their text replaces HF's). pretrain_arguments.py, finetune_arguments.py and
 predict_arguments.py hold each script's own groups; script_flags.py says which script takes which.
 
 Each field's help gives its meaning, default and interactions; a field with a fixed set of values declares it once,
@@ -18,6 +18,7 @@ from transformers import Seq2SeqTrainingArguments
 
 import constants
 from t5kit.config import checks, launch_checks, parsing
+from t5kit.config.output_arguments import OutputDirArguments, OverwriteOutputDirArguments
 from t5kit.errors import UsageError, one_line
 from t5kit.specs import FILE_BUILDERS
 
@@ -89,28 +90,6 @@ class ModelSourceArguments(ModelPathArguments):
     def __post_init__(self):
         if self.tokenizer_name_or_path is None:
             self.tokenizer_name_or_path = self.model_name_or_path
-
-
-@dataclass
-class OutputDirArguments:
-    """The folder a script writes: the training scripts, train_tokenizer.py, export_t5.py and sweep.py inherit it."""
-
-    output_dir: str = field(default=None, metadata={
-        "help": "The folder this script writes: a training run's folder (config.yaml, out.log, checkpoints, the "
-                "model; required; $VAR in it is expanded, e.g. one folder per W&B sweep run), the tokenizer "
-                "(train_tokenizer.py; required), the export (export_t5.py; unset: MODEL/ctranslate2 for a local "
-                "model folder) or the sweep (sweep.py; unset: runs/sweeps/<study name>)."})
-
-
-@dataclass
-class OverwriteOutputDirArguments:
-    """Whether an --output_dir that holds files may be written: the training scripts, train_tokenizer.py and
-    export_t5.py inherit it."""
-
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Allow an --output_dir that already holds files: a training run writes into it (its own resume is "
-                "--resume_from_checkpoint auto), train_tokenizer.py and export_t5.py replace it whole, atomically. "
-                "Without it such a folder is refused."})
 
 
 @dataclass

@@ -6,12 +6,11 @@ from pathlib import Path
 from t5kit.config.arguments import (
     HubArguments,
     ModelPathArguments,
-    OutputDirArguments,
-    OverwriteOutputDirArguments,
     check_choices,
     check_positive,
     looks_like_a_folder,
 )
+from t5kit.config.output_arguments import OutputDirArguments, OverwriteOutputDirArguments
 from t5kit.errors import UsageError
 
 EXPORT_FORMATS = ("ctranslate2",)

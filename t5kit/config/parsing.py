@@ -269,12 +269,22 @@ def _build_dataclasses(dataclass_types, namespace):
                  for dtype in dataclass_types)
 
 
+class Program(tuple):
+    """An entry script's flag dataclasses (the tuple itself, in parsing order) and its `cross_checks`: functions
+    called with every parsed group, in the same order, that raise UsageError."""
+
+    def __new__(cls, flag_classes, cross_checks=()):
+        program = super().__new__(cls, flag_classes)
+        program.cross_checks = tuple(cross_checks)
+        return program
+
+
 def parse_flags(dataclass_types, argv):
     """Parses `[CONFIG.yaml ...] [--flag value ...]` into a tuple of the dataclasses.
 
     Order: YAML files merged left to right (each with its includes), then command-line flags, then each
-    dataclass's __post_init__ validation, then the checks that read several groups (an entry script's
-    script_flags.Program lists them as `cross_checks`). Any bad input raises UsageError with a one-line message.
+    dataclass's __post_init__ validation, then the checks that read several groups (an entry script's Program
+    lists them as `cross_checks`). Any bad input raises UsageError with a one-line message.
     """
     parser = _Parser(dataclass_types)
     config_files, overrides = split_argv(argv)

@@ -12,6 +12,7 @@ from t5kit.config.arguments import ModelArguments, T5TrainingArguments
 from t5kit.config.checks import check_fp16_attention, check_loss_chunks
 from t5kit.config.export_arguments import ExportArguments
 from t5kit.config.finetune_arguments import FineTuneDataArguments, FineTuneTrainingArguments, check_model_to_train
+from t5kit.config.parsing import Program
 from t5kit.config.predict_arguments import PredictArguments
 from t5kit.config.pretrain_arguments import (
     ObjectiveArguments,
@@ -21,19 +22,8 @@ from t5kit.config.pretrain_arguments import (
     check_packing,
     check_streaming,
 )
-from t5kit.config.sweep_arguments import SweepArguments
+from t5kit.config.sweep_arguments import SWEEP_FLAG_CLASSES  # declared with its group (sweep_arguments.py says why)
 from t5kit.config.tokenizer_arguments import TokenizerArguments
-
-
-class Program(tuple):
-    """An entry script's flag dataclasses (the tuple itself, in parsing order) and its `cross_checks`: functions
-    called with every parsed group, in the same order, that raise UsageError."""
-
-    def __new__(cls, flag_classes, cross_checks=()):
-        program = super().__new__(cls, flag_classes)
-        program.cross_checks = tuple(cross_checks)
-        return program
-
 
 PRETRAIN_FLAG_CLASSES = Program(
     (ModelArguments, PretrainDataArguments, SpanCorruptionArguments, ObjectiveArguments, T5TrainingArguments),
@@ -43,7 +33,6 @@ FINETUNE_FLAG_CLASSES = Program((ModelArguments, FineTuneDataArguments, FineTune
                                 cross_checks=(check_model_to_train, check_fp16_attention, check_loss_chunks))
 PREDICT_FLAG_CLASSES = Program((PredictArguments,))
 EXPORT_FLAG_CLASSES = Program((ExportArguments,))
-SWEEP_FLAG_CLASSES = Program((SweepArguments,))
 TOKENIZER_FLAG_CLASSES = Program((TokenizerArguments,))
 # Every entry script's flags (tests/config/test_arguments.py checks each flag is declared once across them), and the
 # programs a sweep can run.

@@ -1,7 +1,9 @@
-"""The flags of sweep.py (the sweep YAML itself is read by t5kit/sweep/space.py)."""
+"""The flags of sweep.py (the sweep YAML itself is read by t5kit/sweep/space.py), and its Program: declared here
+rather than in script_flags.py, whose training groups would cost every agent seconds of imports at its start."""
 from dataclasses import dataclass, field
 
-from t5kit.config.arguments import OutputDirArguments
+from t5kit.config.output_arguments import OutputDirArguments
+from t5kit.config.parsing import Program
 from t5kit.errors import UsageError
 
 
@@ -32,3 +34,6 @@ class SweepArguments(OutputDirArguments):
             raise UsageError(f"--trials={self.trials} must be >= 1")
         if self.heartbeat_interval <= 0:
             raise UsageError(f"--heartbeat_interval={self.heartbeat_interval} must be > 0")
+
+
+SWEEP_FLAG_CLASSES = Program((SweepArguments,))

@@ -3,7 +3,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from constants import NUM_SENTINELS
-from t5kit.config.arguments import OutputDirArguments, OverwriteOutputDirArguments, check_choices
+from t5kit.config.arguments import check_choices
+from t5kit.config.output_arguments import OutputDirArguments, OverwriteOutputDirArguments
 from t5kit.errors import UsageError
 
 # Training settings of T5's released vocabulary, read from the trainer_spec stored in its spiece.model

@@ -23,9 +23,6 @@ import re
 import sys
 import time
 
-import datasets
-import transformers
-
 from t5kit.outputs.run_folder import RUN_LOG_FILE
 
 # A log record with this attribute set goes to out.log only: the console has the same text already (cli.py's
@@ -189,6 +186,9 @@ def setup_logging(training_args):
     if training_args.should_log and training_args.log_level == "passive":
         level = logging.INFO
     logging.getLogger().setLevel(level)
+    import datasets  # here, not at the top: t5kit.cli (so sweep.py) reads this module without a training stack
+    import transformers
+
     datasets.utils.logging.set_verbosity(level)
     transformers.utils.logging.set_verbosity(level)
     logger.warning("process rank %d of %d, device %s, bf16 %s, fp16 %s", training_args.process_index,

@@ -9,7 +9,7 @@ import optuna
 from optuna.trial import TrialState
 from transformers import HfArgumentParser
 
-from t5kit.config import parsing, script_flags
+from t5kit.config import parsing
 from t5kit.errors import UsageError, one_line, unknown_name_message
 from t5kit.sweep import report as sweep_report
 from t5kit.sweep import space as sweep_space
@@ -28,7 +28,9 @@ def load_program_flags(program):
     if not path.is_file() or path.suffix != ".py":
         raise UsageError(f"program: {program} (sweep YAML key) is not an existing .py file; run sweep.py from the "
                          "folder `wandb agent` would run in, or fix program")
-    if path.name in script_flags.FLAG_CLASSES_BY_PROGRAM and path.resolve().parent == ENTRY_SCRIPTS_DIR:
+    if path.name in ("pre_train_t5.py", "fine_tune_t5.py") and path.resolve().parent == ENTRY_SCRIPTS_DIR:
+        from t5kit.config import script_flags  # here, not at the top: a sweep of another program never loads them
+
         return script_flags.FLAG_CLASSES_BY_PROGRAM[path.name]
     spec = importlib.util.spec_from_file_location(f"sweep_program_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)

@@ -12,10 +12,9 @@ from t5kit.config.arguments import (
     HubArguments,
     ModelPathArguments,
     ModelSourceArguments,
-    OutputDirArguments,
-    OverwriteOutputDirArguments,
     TaskInputArguments,
 )
+from t5kit.config.output_arguments import OutputDirArguments, OverwriteOutputDirArguments
 from t5kit.config.script_flags import FINETUNE_FLAG_CLASSES, FLAG_CLASSES_BY_SCRIPT, PREDICT_FLAG_CLASSES
 from t5kit.errors import UsageError
 from tests.helpers import ENTRY_SCRIPTS, predict_flags, require, tiny_flags

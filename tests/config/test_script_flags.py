@@ -13,11 +13,11 @@ class ScriptFlagsTest(parameterized.TestCase):
         self.assertCountEqual([name.removesuffix(".py") for name in script_flags.FLAG_CLASSES_BY_SCRIPT],
                               ENTRY_SCRIPTS)
         for classes in script_flags.FLAG_CLASSES_BY_SCRIPT.values():
-            self.assertIsInstance(classes, script_flags.Program)
+            self.assertIsInstance(classes, parsing.Program)
 
     def test_a_program_runs_its_cross_checks_once_every_group_is_valid(self):
         seen = []
-        program = script_flags.Program(script_flags.TOKENIZER_FLAG_CLASSES, cross_checks=(seen.append,))
+        program = parsing.Program(script_flags.TOKENIZER_FLAG_CLASSES, cross_checks=(seen.append,))
         corpus = str(require("gutenberg/austen-persuasion.txt"))
         (args,) = parsing.parse_flags(program, ["--train_files", corpus, "--output_dir", "/tmp/unused"])
         self.assertEqual(seen, [args])

@@ -2,7 +2,7 @@
 the two ranges they check, each refusal one line naming the flag."""
 from absl.testing import absltest, parameterized
 
-from t5kit.config.arguments import OutputDirArguments
+from t5kit.config.output_arguments import OutputDirArguments
 from t5kit.config.sweep_arguments import SweepArguments
 from t5kit.errors import UsageError
 
