@@ -87,7 +87,7 @@ class PreemptionSignalTest(OneThreadTestCase):
         self.assertEqual(requeues.read_text(), "requeue 4242\n")  # and not requeued again
 
         # The command says when it runs (the trap is installed by then): signalled then, not after a guessed delay.
-        finishing = batch_job("bash", "-c", "echo command started; sleep 3")
+        finishing = batch_job("bash", "-c", "echo command started; sleep 1")
         started = finishing.stdout.readline()
         self.assertEqual(started.strip(), "command started")
         finishing.send_signal(signal.SIGUSR1)
