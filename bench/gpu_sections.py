@@ -3,11 +3,10 @@ arguments, output folder and budgeted command runner) and returns its figures, o
 reason it cannot run here. Each runs the project's scripts and benches as commands, as a user runs them."""
 import functools
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from bench.paths import ROOT, SHARED_DATA
+from bench.paths import SHARED_DATA
 from t5kit.config.checks import cpu_has_native_bf16
 
 # bf16 vs fp32 over the last 50 logged steps: mean absolute difference of the training loss. Rounding noise moves a
@@ -121,14 +120,15 @@ def logged_losses(output_dir):
     return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
 
 
-def has_flag(script, flag):
-    return flag in help_text(script)
+def has_flag(check, script, flag):
+    return flag in help_text(check, script)
 
 
 @functools.cache
-def help_text(script):
-    """A script's --help, read once: each reading starts an interpreter and imports transformers."""
-    return subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True).stdout
+def help_text(check, script):
+    """A script's --help, read once a check (logs/help_SCRIPT.log): each reading starts an interpreter and imports
+    transformers."""
+    return check.command(f"help_{Path(script).stem}", [sys.executable, script, "--help"])
 
 
 def bf16_correctness(check):
@@ -136,9 +136,9 @@ def bf16_correctness(check):
     # "--bf16 false" spelled out: on a GPU that computes bf16, pre_train_t5 turns bf16 on by default (the first H100
     # run of this check compared bf16 with itself for want of it)
     arms = {"fp32": ["--bf16", "false"], "bf16": ["--bf16", "true"]}
-    if has_flag("pre_train_t5.py", "--z_loss"):
+    if has_flag(check, "pre_train_t5.py", "--z_loss"):
         arms["bf16_z_loss"] = ["--bf16", "true", "--z_loss", "1e-4"]
-    if has_flag("pre_train_t5.py", "--activation_dtype"):  # T5X's bf16 residual stream
+    if has_flag(check, "pre_train_t5.py", "--activation_dtype"):  # T5X's bf16 residual stream
         arms["bf16_activations"] = ["--bf16", "true", "--activation_dtype", "bfloat16"]
     if check.args.device == "cpu" and not cpu_has_native_bf16():
         arms = {"fp32": arms["fp32"]}  # emulated bf16 runs ~40x slower on such a CPU: nothing to learn from it
@@ -195,7 +195,7 @@ def ul2_packing(check):
     FlexAttention block mask skips what packed rows' segments hide, the GPU's counterpart of the CPU's bands) and
     batches collated by 2 loader workers; the first H100 run used t5-mini, whose steps the host paced (60-80 ms for
     what the GPU computes in a few), so it measured the host: 1.05x."""
-    if not has_flag("pre_train_t5.py", "--packing"):
+    if not has_flag(check, "pre_train_t5.py", "--packing"):
         raise SectionSkipped("pre_train_t5.py has no --packing flag in this tree")
     from bench.packing import read_run
 
