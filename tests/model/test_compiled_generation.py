@@ -1,9 +1,10 @@
 """Compiled, static-cache generation (t5kit/model/compiled_generation.py, --compile): on a tiny T5 trained for
-seconds, predict_t5.py --compile gives eager's predictions on SST-2, RTE, translation and span filling, greedy and
-with beams, under Inductor as users run it. The shape buckets' edge cases (a batch of 1, a batch one past a bucket, a
-source of the maximum length, rows that end early) run the same static cache and padding through dynamo's eager
-backend, which skips Inductor's code generation (seconds instead of tens of seconds a shape on a CPU); a negative
-control shows the comparison catches unmasked padding; the fallbacks log one line and generate eagerly."""
+seconds, predict_t5.py --compile gives eager's predictions on RTE, greedy and with beams, and fine-tuning evaluates
+with it as without, under Inductor as users run them. SST-2, newstest2014 and span-filling inputs and the shape
+buckets' edge cases (a batch of 1, a batch one past a bucket, a source of the maximum length, rows that end early)
+run the same static cache and padding through dynamo's eager backend, which skips Inductor's code generation
+(seconds instead of tens of seconds a shape on a CPU); a negative control shows the comparison catches unmasked
+padding; the fallbacks log one line and generate eagerly."""
 import json
 from pathlib import Path
 from unittest import mock
@@ -16,10 +17,14 @@ from torch._dynamo.utils import counters
 from t5kit.data import predict_inputs, task_format
 from t5kit.errors import UsageError
 from t5kit.model import building, compiled_generation, inference
-from tests.helpers import fine_tune, predict, predict_flags, require, tiny_flags
+from tests.helpers import EVAL_ROWS, fine_tune, predict, predict_flags, require, tiny_flags
 from tests.trained_model import trained_tiny_model
 
 ROWS = 8  # of each input set
+# The evaluation of the fine-tuning test (EVAL_ROWS RTE rows in one batch) and the predict test's greedy RTE run have
+# this one shape (rows padded to the batch's bucket, 64 source tokens, max_length decoding positions), so the second
+# of them finds Inductor's kernels compiled by the first: ~25 s less on a cold cache.
+SHARED_SHAPE = {"rows": EVAL_ROWS, "batch": 16, "max_length": 13}
 SPEED_KEYS = ("_runtime", "_per_second")  # evaluation metrics that are timings
 
 
@@ -76,28 +81,20 @@ class CompiledScriptsTest(TrainedModelTestCase):
 
     @pytest.mark.slow  # Inductor compiles each shape (tens of seconds on 2 CPU cores)
     def test_predict_t5_compile_gives_eager_predictions(self):
-        """The script as users run it: four input sets, greedy, and beams on RTE (greedy RTE would add ~8 s of a cold
-        Inductor's kernels and no other path); every prediction the same."""
+        """The script as users run it, on RTE: greedy (the fine-tuning test's evaluation shape, SHARED_SHAPE) and with
+        beams; every row the same."""
         out = Path(self.create_tempdir().full_path)
-        files = {name: out / f"{name}.txt" for name in ("translation", "spans")}
-        for name, path in files.items():
-            path.write_text("\n".join(self.texts[name]) + "\n")
-        runs = {"sst2": {"task": "sst2", "input_file": require("glue/SST-2/dev.tsv")},
-                "rte beams": {"task": "rte", "input_file": require("glue/RTE/dev.tsv"), "num_beams": 2},
-                **{name: {"input_file": path} for name, path in files.items()}}
         counters.clear()
-        predictions = set()
-        for name, flags in runs.items():
-            common = {"max_predict_samples": ROWS, "max_source_length": 64, "max_new_tokens": 12, "batch_size": 8,
-                      "overwrite": True, **flags}
-            source = common.pop("input_file")
-            eager = predict(predict_flags(self.folder, source, out / "eager.jsonl", **common))
-            compiled = predict(predict_flags(self.folder, source, out / "compiled.jsonl", compile=True, **common))
-            self.assertEqual([row["prediction"] for row in compiled], [row["prediction"] for row in eager], name)
-            self.assertEqual(compiled, eager, name)  # filled spans and the input column too
-            predictions |= {row["prediction"] for row in eager}
+        for beams in (1, 2):
+            flags = {"task": "rte", "max_predict_samples": SHARED_SHAPE["rows"], "max_source_length": 64,
+                     "max_new_tokens": SHARED_SHAPE["max_length"] - 1, "batch_size": SHARED_SHAPE["batch"],
+                     "num_beams": beams, "overwrite": True}
+            source = require("glue/RTE/dev.tsv")
+            eager = predict(predict_flags(self.folder, source, out / "eager.jsonl", **flags))
+            compiled = predict(predict_flags(self.folder, source, out / "compiled.jsonl", compile=True, **flags))
+            self.assertEqual([row["prediction"] for row in compiled], [row["prediction"] for row in eager], beams)
+            self.assertEqual(compiled, eager, beams)  # the input column too
         self.assertGreater(counters["stats"]["unique_graphs"], 0, "nothing was compiled")
-        self.assertGreaterEqual(len(predictions), 4, "a degenerate model cannot show a difference")
 
     @pytest.mark.slow  # two fine-tuning runs, one compiling its evaluation's shape with Inductor
     def test_fine_tuning_evaluates_with_compiled_generation_as_without(self):
@@ -107,8 +104,9 @@ class CompiledScriptsTest(TrainedModelTestCase):
         counters.clear()
         for compile_ in (False, True):
             out = Path(self.create_tempdir().full_path) / "run"
-            fine_tune(tiny_flags(out, model_size=None, model_name_or_path=self.folder,
-                                 tokenizer_name_or_path=None, compile=compile_))
+            fine_tune(tiny_flags(out, model_size=None, model_name_or_path=self.folder, tokenizer_name_or_path=None,
+                                 compile=compile_, per_device_eval_batch_size=SHARED_SHAPE["batch"],
+                                 generation_max_length=SHARED_SHAPE["max_length"]))
             metrics = json.loads((out / "metrics.json").read_text())
             runs[compile_] = ([{name: value for name, value in entry.items() if not name.endswith(SPEED_KEYS)}
                                for entry in metrics["log_history"] if "eval_loss" in entry],
@@ -122,6 +120,15 @@ class CompiledScriptsTest(TrainedModelTestCase):
 @pytest.mark.train_class  # trains its model in setUpClass
 class CompiledGenerationTest(TrainedModelTestCase):
     """The shape buckets' edges, the negative control and the fallbacks, through dynamo's eager backend."""
+
+    def test_every_input_set_gives_eager_predictions(self):
+        """SST-2, RTE, newstest2014's English and span filling, greedy, as predict_t5.py --compile predicts them."""
+        predictions = set()
+        for name, texts in self.texts.items():
+            eager, compiled, _ = self.eager_and_compiled(self.ids(texts), 8, max_new_tokens=12)
+            self.assertEqual(compiled, eager, name)
+            predictions |= set(eager)
+        self.assertGreaterEqual(len(predictions), 4, "a degenerate model cannot show a difference")
 
     def test_a_batch_one_past_a_bucket_is_padded_to_the_next(self):
         ids = self.ids(self.texts["rte"] + self.texts["sst2"][:1])  # 9 rows in one batch of up to 16
