@@ -6,6 +6,7 @@ run_ranks starts the processes of a two-process run the same way, in torchrun's 
 of their own in tests/launch/test_distributed.py).
 """
 import functools
+import gc
 import importlib
 import os
 import re
@@ -48,6 +49,7 @@ def _forked_main(script, argv, log_path, env, setup):
     os.chdir(REPO)
     os.environ.update(env)
     torch.set_num_threads(1)  # two threads per process on a shared 2-core machine run ~10x slower
+    gc.freeze()  # what the fork server imported stays out of each full collection (tests/conftest.py says why)
     if setup:
         setup[0](*setup[1:])
     from t5kit import cli
