@@ -104,6 +104,17 @@ def run_forked(script, argv, env=None, setup=None, timeout=300):
     return subprocess.CompletedProcess([f"{script}.py", *argv], process.exitcode, output, output)
 
 
+def accelerate_launch_args(argv):
+    """`accelerate launch ARGV`'s arguments as accelerate's own parser and checks leave them, with the one field its
+    launch_command adds (the DeepSpeed keys of an accelerate config file): what its prepare_*_env functions read to
+    make the environment of the processes it would start."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    args, defaults, _ = _validate_launch_command(launch_command_parser().parse_args(argv))
+    args.deepspeed_fields_from_accelerate_config = list(defaults.deepspeed_config.keys()) if defaults else []
+    return args
+
+
 CAUSE_MARKERS = re.compile(r"Error|error:|terminate called|Traceback|Signal \d+|exitcode")
 
 

@@ -28,10 +28,11 @@ def load_program_flags(program):
     if not path.is_file() or path.suffix != ".py":
         raise UsageError(f"program: {program} (sweep YAML key) is not an existing .py file; run sweep.py from the "
                          "folder `wandb agent` would run in, or fix program")
-    if path.name in ("pre_train_t5.py", "fine_tune_t5.py") and path.resolve().parent == ENTRY_SCRIPTS_DIR:
-        from t5kit.config import script_flags  # here, not at the top: a sweep of another program never loads them
+    if path.resolve().parent == ENTRY_SCRIPTS_DIR:
+        from t5kit.config import script_flags  # here, not at the top: a program outside the root never loads them
 
-        return script_flags.FLAG_CLASSES_BY_PROGRAM[path.name]
+        if path.name in script_flags.FLAG_CLASSES_BY_PROGRAM:
+            return script_flags.FLAG_CLASSES_BY_PROGRAM[path.name]
     spec = importlib.util.spec_from_file_location(f"sweep_program_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

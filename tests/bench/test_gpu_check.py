@@ -18,7 +18,7 @@ from absl.testing import absltest, parameterized
 
 from bench import gpu_check, gpu_sections, pretrain_throughput
 from t5kit.config.checks import cpu_has_native_bf16
-from tests.forked import run_forked, run_ranks
+from tests.forked import accelerate_launch_args, run_forked, run_ranks
 from tests.helpers import REPO, require
 
 SECTIONS = ("environment", "throughput_compiled_sdpa", "bf16_correctness", "fp16_correctness",
@@ -62,10 +62,9 @@ def forked_scripts(argv, log, env, timeout):
             log.write(str(failure))
             return 1
     elif argv[1:3] == ["-m", "accelerate.commands.launch"]:
-        from accelerate.commands.launch import _validate_launch_command, launch_command_parser
         from accelerate.utils.launch import prepare_simple_launcher_cmd_env
 
-        args, _, _ = _validate_launch_command(launch_command_parser().parse_args(argv[3:]))
+        args = accelerate_launch_args(argv[3:])
         if not args.cpu:  # accelerate's other launchers start processes of their own
             return RUN_COMMAND(argv, log, env, timeout)
         command, launch_env = prepare_simple_launcher_cmd_env(args)

@@ -12,7 +12,7 @@ import pytest
 from absl.testing import absltest, parameterized
 from safetensors.torch import load_file
 
-from tests.forked import CAUSE_MARKERS, run_ranks
+from tests.forked import CAUSE_MARKERS, accelerate_launch_args, run_ranks
 from tests.helpers import REPO, VENV_BIN, fine_tune, free_port, pre_train, require, tiny_flags, tiny_run_flags
 
 pytestmark = pytest.mark.launch  # every test runs two processes
@@ -49,16 +49,12 @@ def launch(launcher, argv, timeout=480):
 
 def accelerate_deepspeed_environment():
     """What `accelerate launch --use_deepspeed --deepspeed_config_file zero_stage2_config.json --num_processes 2`
-    exports to its processes, by accelerate's own code (its launch_command sets the one field the parser leaves
-    out: the DeepSpeed fields of an accelerate config file, here none)."""
-    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    exports to its processes, by accelerate's own code."""
     from accelerate.utils.launch import prepare_deepspeed_cmd_env
 
-    args = launch_command_parser().parse_args(
+    args = accelerate_launch_args(
         ["--use_deepspeed", "--deepspeed_config_file", str(REPO / "zero_stage2_config.json"), "--num_processes", "2",
          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "x.py"])
-    args, _, _ = _validate_launch_command(args)
-    args.deepspeed_fields_from_accelerate_config = []
     _, env = prepare_deepspeed_cmd_env(args)
     return {key: value for key, value in env.items() if key.startswith("ACCELERATE_")}
 

@@ -25,7 +25,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from t5kit.config import launch_checks
 from t5kit.errors import UsageError
-from tests.forked import run_ranks
+from tests.forked import accelerate_launch_args, run_ranks
 from tests.helpers import REPO, TinyRunTestCase, free_port, pre_train, tiny_run_flags
 
 FSDP_CONFIG = REPO / "configs/accelerate/fsdp.yaml"
@@ -63,12 +63,10 @@ print(f"distributed_type {Accelerator(cpu=True).distributed_type.value}")
 
 def accelerate_environment(num_processes=2):
     """What `accelerate launch --config_file configs/accelerate/fsdp.yaml` exports, by accelerate's own code."""
-    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_multi_gpu_env
 
-    args = launch_command_parser().parse_args(["--config_file", str(FSDP_CONFIG), "--num_processes",
-                                               str(num_processes), "--main_process_port", free_port(), "x.py"])
-    args, _, _ = _validate_launch_command(args)
+    args = accelerate_launch_args(["--config_file", str(FSDP_CONFIG), "--num_processes", str(num_processes),
+                                   "--main_process_port", free_port(), "x.py"])
     return {key: value for key, value in prepare_multi_gpu_env(args).items()
             if key.startswith(("ACCELERATE_", "FSDP_"))}
 
