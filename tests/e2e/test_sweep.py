@@ -204,7 +204,7 @@ class SharedStudyTest(parameterized.TestCase):
             agents = [start_agent(path, "--trials", total, "--storage", storage, "--heartbeat_interval", 2,
                                   "--output_dir", folder / "out") for _ in range(3)]
             victim = agents[0]
-            killed = self.wait_for_running_trial(victim, storage)
+            killed = self.wait_for_running_trial(victim, storage, folder / "out" / "trials")
             victim.kill()  # SIGKILL: nothing recorded; its trial stays RUNNING until another agent looks
             victim.communicate()
             for agent in agents[1:]:
@@ -228,8 +228,9 @@ class SharedStudyTest(parameterized.TestCase):
         self.assertEqual((best_config["x"], best_config["layers"]),
                          (best.user_attrs["flags"]["x"], best.user_attrs["flags"]["layers"]))
 
-    def wait_for_running_trial(self, agent, storage):
-        """The number of the trial `agent` runs, once it runs one."""
+    def wait_for_running_trial(self, agent, storage, trials_dir):
+        """The number of the trial `agent` runs, once its program made the trial's folder in `trials_dir`
+        (a kill before that would leave a counted trial with no folder, and the test could not tell it ran once)."""
         deadline = time.monotonic() + AGENT_TIMEOUT_S
         while time.monotonic() < deadline:
             if agent.poll() is not None:
@@ -237,7 +238,8 @@ class SharedStudyTest(parameterized.TestCase):
             with contextlib.suppress(Exception):  # no study, or no tables, yet
                 for trial in load_trials(None, storage=storage):
                     stamp = trial.system_attrs.get(sweep_storage.AGENT_ATTR, {})
-                    if trial.state == TrialState.RUNNING and stamp.get("pid") == agent.pid:
+                    started = (trials_dir / f"trial_{trial.number:04d}").exists()
+                    if trial.state == TrialState.RUNNING and stamp.get("pid") == agent.pid and started:
                         return trial.number
             time.sleep(0.2)
         self.fail(f"agent pid {agent.pid} ran no trial in {AGENT_TIMEOUT_S} s")
