@@ -34,7 +34,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	# DeepSpeed compiles its CPU shared-memory op (~/.cache/torch_extensions) when a process first starts its backend:
 	# about 70 s on 2 cores, here once instead of inside the first DeepSpeed run (a GPU's accelerator has no such op).
-	$(PY) -c "from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder('ShareMemCommBuilder'); \
+	# The venv's ninja first on PATH, as tests/conftest.py puts it: another ninja version would rebuild the op.
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -c "from deepspeed.accelerator import get_accelerator as a; \
+		b = a().create_op_builder('ShareMemCommBuilder'); \
 		b is None or not b.is_compatible(False) or b.load()"
 	touch $@
 

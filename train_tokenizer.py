@@ -20,9 +20,9 @@ import sentencepiece
 from constants import NUM_SENTINELS
 from t5kit import cli
 from t5kit.config import parsing
-from t5kit.config.script_flags import TOKENIZER_FLAG_CLASSES
+from t5kit.config.tokenizer_arguments import TOKENIZER_FLAG_CLASSES
 from t5kit.model import tokenizer_training
-from t5kit.model.building import check_t5_tokenizer
+from t5kit.model.tokenizer_check import check_t5_tokenizer
 from t5kit.outputs import run_folder
 from t5kit.outputs.atomic_files import publish_folder
 

@@ -2,6 +2,7 @@
 pytest-xdist (`make test` runs two workers) one thread and one temporary folder per worker."""
 import gc
 import os
+import sys
 import tempfile
 
 from absl import flags as absl_flags
@@ -10,6 +11,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# The environment's own tools first, as in an activated venv (and as the Makefile builds DeepSpeed's CPU op): torch
+# builds that op with the first `ninja` on PATH, and ninja 1.11 (Debian's) and 1.13 (the venv's) hash its commands
+# differently, so a suite that reached both rebuilt the op each time it switched (30-60 s of two cores).
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... under xdist; unset in a single process
 if WORKER:

@@ -10,15 +10,15 @@ Each field's help gives its meaning, default and interactions; a field with a fi
 as `choices` in its metadata: argparse, the YAML checks, --help and `check_choices` all read it there.
 `__post_init__` validates once, before any model or data is loaded, and raises UsageError with the fix.
 """
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import Seq2SeqTrainingArguments
 
 import constants
-from t5kit.config import checks, launch_checks, parsing
+from t5kit.config import checks, launch_checks
 from t5kit.config.output_arguments import OutputDirArguments, OverwriteOutputDirArguments
+from t5kit.config.parsing import check_choices
 from t5kit.errors import UsageError, one_line
 from t5kit.specs import FILE_BUILDERS
 
@@ -29,15 +29,6 @@ LABEL_SCORING_CHOICES = ("generate", "rank")
 MIN_SOURCE_LENGTH = 2  # one token of text and EOS
 T5_SOURCE_LENGTH = 512  # input tokens T5 was fine-tuned with: fine-tuning's --max_source_length when unset
 LM_HEAD_INITS = ("t5x", "hf")
-
-
-def check_choices(instance):
-    """Refuses a value outside its field's declared choices (a dataclass built in code, not through the parser)."""
-    for f in dataclasses.fields(instance):
-        choices = f.metadata.get("choices")
-        value = getattr(instance, f.name)
-        if choices and value is not None and value not in choices:
-            raise UsageError(parsing.invalid_choice_message(f.name, value, choices))
 
 
 def check_positive(flag, value):

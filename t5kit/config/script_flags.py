@@ -23,7 +23,7 @@ from t5kit.config.pretrain_arguments import (
     check_streaming,
 )
 from t5kit.config.sweep_arguments import SWEEP_FLAG_CLASSES  # declared with its group (sweep_arguments.py says why)
-from t5kit.config.tokenizer_arguments import TokenizerArguments
+from t5kit.config.tokenizer_arguments import TOKENIZER_FLAG_CLASSES  # declared with its group, as sweep's
 
 PRETRAIN_FLAG_CLASSES = Program(
     (ModelArguments, PretrainDataArguments, SpanCorruptionArguments, ObjectiveArguments, T5TrainingArguments),
@@ -33,7 +33,6 @@ FINETUNE_FLAG_CLASSES = Program((ModelArguments, FineTuneDataArguments, FineTune
                                 cross_checks=(check_model_to_train, check_fp16_attention, check_loss_chunks))
 PREDICT_FLAG_CLASSES = Program((PredictArguments,))
 EXPORT_FLAG_CLASSES = Program((ExportArguments,))
-TOKENIZER_FLAG_CLASSES = Program((TokenizerArguments,))
 # Every entry script's flags (tests/config/test_arguments.py checks each flag is declared once across them), and the
 # programs a sweep can run.
 FLAG_CLASSES_BY_SCRIPT = {"pre_train_t5.py": PRETRAIN_FLAG_CLASSES, "fine_tune_t5.py": FINETUNE_FLAG_CLASSES,

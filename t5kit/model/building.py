@@ -26,6 +26,7 @@ from t5kit.model import (  # t5_flex_attention registers --attn_implementation t
     precision,
     t5_flex_attention,
 )
+from t5kit.model.tokenizer_check import check_t5_tokenizer
 
 logger = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")  # what T5TokenizerFast reads from a bare folder
@@ -37,23 +38,6 @@ RANDOM_INIT_DROPOUT_RATE = 0.0  # T5 v1.1 pre-training turned dropout off (relea
 # jax's variance_scaling(..., "truncated_normal"), T5X's default kernel init, divides the std by this: the std of a
 # standard normal truncated at +-2, so that the truncated draw has the std asked for.
 TRUNCATED_NORMAL_STD = 0.87962566103423978
-
-
-def check_t5_tokenizer(tokenizer, name):
-    """Raises UsageError unless `tokenizer` has pad, eos and <extra_id_0..99> as single tokens; returns their ids."""
-    missing = [token for token in ("pad_token", "eos_token") if getattr(tokenizer, f"{token}_id", None) is None]
-    if missing:
-        raise UsageError(f"tokenizer {name} has no {' or '.join(missing)}; T5 needs both. Use a T5 tokenizer or "
-                         "build one with train_tokenizer.py")
-    sentinels = [f"<extra_id_{i}>" for i in range(constants.NUM_SENTINELS)]
-    encoded = tokenizer(sentinels, add_special_tokens=False)["input_ids"]
-    bad = [s for s, ids in zip(sentinels, encoded) if len(ids) != 1 or ids[0] == tokenizer.unk_token_id]
-    if bad or len({ids[0] for ids in encoded}) != constants.NUM_SENTINELS:
-        first = bad[0] if bad else "duplicate ids"
-        raise UsageError(f"tokenizer {name} lacks {len(bad) or 'distinct'} of the {constants.NUM_SENTINELS} "
-                         f"sentinel tokens <extra_id_0..{constants.NUM_SENTINELS - 1}> (first: {first}) that span "
-                         "corruption needs; use a T5 tokenizer or build one with train_tokenizer.py")
-    return [ids[0] for ids in encoded]
 
 
 def load_tokenizer(name_or_path, cache_dir=None, trust_remote_code=False, flag="--tokenizer_name_or_path"):

@@ -12,7 +12,7 @@ from transformers.convert_slow_tokenizer import SentencePieceExtractor
 
 from constants import EOS_ID, NUM_SENTINELS, PAD_ID, UNK_ID
 from t5kit.errors import UsageError
-from t5kit.model.building import check_t5_tokenizer
+from t5kit.model.tokenizer_check import check_t5_tokenizer
 
 SPIECE_FILE = "spiece.model"  # the name transformers' T5Tokenizer looks for (VOCAB_FILES_NAMES)
 # SentencePiece reads every line as text: rows of these formats would teach it braces, quotes and commas.

@@ -11,11 +11,10 @@ import pytest
 import sentencepiece
 import transformers
 from absl.testing import absltest, parameterized
-from tokenizers import Tokenizer, models
 
 from scripts import quickstart_corpus
 from t5kit.errors import UsageError
-from t5kit.model import building, tokenizer_training
+from t5kit.model import tokenizer_check, tokenizer_training
 from tests.helpers import REPO, require, snapshot, train_tokenizer
 
 PIECES = 1000
@@ -64,7 +63,7 @@ class TrainedTokenizerTest(parameterized.TestCase):
         self.assertLen(tokenizer, PIECES + 100)
         self.assertEqual(tokenizer.convert_tokens_to_ids("<extra_id_0>"), len(tokenizer) - 1)
         self.assertEqual(tokenizer.convert_tokens_to_ids("<extra_id_99>"), PIECES)
-        self.assertEqual(building.check_t5_tokenizer(tokenizer, "trained"),
+        self.assertEqual(tokenizer_check.check_t5_tokenizer(tokenizer, "trained"),
                          list(range(PIECES + 99, PIECES - 1, -1)))
 
     @parameterized.named_parameters(*SENTENCES)
@@ -99,20 +98,7 @@ class RealT5Test(absltest.TestCase):
         ids = tokenizer("Studies have shown that owning a dog is good for you")["input_ids"]
         self.assertEqual(ids, [6536, 43, 2008, 24, 293, 53, 3, 9, 1782, 19, 207, 21, 25, 1])
         self.assertLen(tokenizer, 32100)
-        self.assertEqual(building.check_t5_tokenizer(tokenizer, "t5")[:2], [32099, 32098])
-
-
-class CheckTokenizerTest(parameterized.TestCase):
-    @parameterized.named_parameters(
-        ("no_sentinels", {"<pad>": 0, "</s>": 1, "<unk>": 2, "a": 3}, "lacks 100 of the 100 sentinel"),
-        ("no_pad", {"</s>": 0, "<unk>": 1, "a": 2}, "has no pad_token"),
-    )
-    def test_refuses(self, vocab, message):
-        tokenizer = transformers.PreTrainedTokenizerFast(
-            tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")), unk_token="<unk>",
-            eos_token="</s>", pad_token="<pad>" if "<pad>" in vocab else None)
-        with self.assertRaisesRegex(UsageError, f"tokenizer word-level {message}.*train_tokenizer.py"):
-            building.check_t5_tokenizer(tokenizer, "word-level")
+        self.assertEqual(tokenizer_check.check_t5_tokenizer(tokenizer, "t5")[:2], [32099, 32098])
 
 
 class BadInputTest(parameterized.TestCase):
