@@ -25,7 +25,7 @@ from unittest import mock
 
 import numpy as np
 import torch
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR_ENV = "T5_DATA_DIR"
@@ -85,6 +85,35 @@ def tiny_flags(output_dir, **overrides):
         "per_device_eval_batch_size": 32, "max_steps": 4, "learning_rate": 1e-2, "eval_strategy": "steps",
         "eval_steps": 2, "save_strategy": "steps", "save_steps": 2, "logging_steps": 1, "use_cpu": True,
         "seed": 3, "report_to": "none", "disable_tqdm": True, **overrides})
+
+
+def built_once(name, build):
+    """The folder `build(folder)` fills, built once per test run for all pytest-xdist workers (under a file lock in a
+    folder named by the run's id; a single process builds it in its own test folder); returns (folder, what `build`
+    returned, as JSON). A worker that needs it while another builds it waits instead of building it a second time."""
+    import filelock  # huggingface_hub's and datasets' lock
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    root = Path(tempfile.gettempdir()) / f"t5kit-tests-{run}" if run else Path(absltest.get_default_test_tmpdir())
+    root.mkdir(parents=True, exist_ok=True)
+    folder, done = root / name, root / f"{name}.json"
+    with filelock.FileLock(root / f"{name}.lock"):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a killed earlier build left
+            done.write_text(json.dumps(build(folder)))
+    return folder, json.loads(done.read_text())
+
+
+def built_quickstart_corpus():
+    """(folder, {split: path}) of scripts/quickstart_corpus.py's full build (the whole stdlib, ~8 s, as `make
+    quickstart` runs it), built once per test run for the tests that read it."""
+    from scripts import quickstart_corpus
+
+    def build(folder):
+        return {split: str(path) for split, path in quickstart_corpus.main(["--output_dir", str(folder)]).items()}
+
+    folder, paths = built_once("quickstart_corpus", build)
+    return folder, {split: Path(path) for split, path in paths.items()}
 
 
 def snapshot(folder):

@@ -1,17 +1,15 @@
 """A tiny T5 trained for seconds on a GLUE mixture with the real T5 tokenizer, for tests that compare two ways of
 predicting (torch and CTranslate2, eager and compiled generation): an untrained model emits one degenerate string
 for every input, which cannot show a difference; this one's outputs follow its inputs and end at EOS after a few
-tokens. trained_tiny_model() trains it once per test process (a pytest-xdist worker) for the classes that share it."""
+tokens. trained_tiny_model() trains it once per test run for the classes that share it."""
 import functools
 import random
-from pathlib import Path
 
 import torch
-from absl.testing import absltest
 
 from t5kit.data import predict_inputs, task_format
 from t5kit.model import building
-from tests.helpers import require
+from tests.helpers import built_once, require
 
 TRAIN_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "wnli")  # QNLI's train.tsv is not in ../shared/data
 TRAIN_ROWS, TRAIN_STEPS, TRAIN_BATCH = 300, 200, 16
@@ -55,7 +53,7 @@ def train_tiny_model(folder):
 
 @functools.cache
 def trained_tiny_model():
-    """(folder, last step's loss) of train_tiny_model's model, trained once per test process (~13 s on one thread):
-    the classes comparing two ways of predicting read it, and none writes into it."""
-    folder = Path(absltest.get_default_test_tmpdir()) / "trained_tiny_model"
-    return folder, train_tiny_model(folder)
+    """(folder, last step's loss) of train_tiny_model's model, trained once per test run (~11 s on one thread; the
+    first worker to need it trains it, helpers.built_once): the classes comparing two ways of predicting read it, and
+    none writes into it."""
+    return built_once("trained_tiny_model", train_tiny_model)

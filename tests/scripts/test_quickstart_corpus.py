@@ -4,7 +4,6 @@ import io
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -15,7 +14,7 @@ from absl.testing import absltest, parameterized
 from scripts import quickstart_corpus
 from t5kit import cli
 from t5kit.errors import UsageError
-from tests.helpers import REPO
+from tests.helpers import REPO, built_quickstart_corpus
 
 EMAIL_DIR = Path(sysconfig.get_paths()["stdlib"]) / "email"  # one package: a fast stand-in for the whole stdlib
 # Stand-in for collect_documents, so tests of the output folder skip the slow stdlib scan.
@@ -28,19 +27,14 @@ def read_documents(path):
 
 @pytest.mark.slow  # builds the whole quickstart corpus in setUpClass
 class BuiltCorpusTest(parameterized.TestCase):
-    """One full build (the whole stdlib, as `make quickstart` runs it) shared by the tests below."""
+    """One full build (the whole stdlib, as `make quickstart` runs it), shared by the tests below and the quickstart
+    test (helpers.built_quickstart_corpus)."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.paths = quickstart_corpus.main(["--output_dir", cls.tmp.name])
+        cls.folder, cls.paths = built_quickstart_corpus()
         cls.docs = {split: read_documents(path) for split, path in cls.paths.items()}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-        super().tearDownClass()
 
     @parameterized.named_parameters(("train", "train"), ("validation", "validation"))
     def test_paragraphs_are_prose(self, split):
@@ -60,13 +54,13 @@ class BuiltCorpusTest(parameterized.TestCase):
 
     def test_datasets_reads_one_row_per_document(self):
         rows = datasets.load_dataset("text", data_files={k: str(p) for k, p in self.paths.items()},
-                                     sample_by="paragraph", cache_dir=str(Path(self.tmp.name) / "cache"))
+                                     sample_by="paragraph", cache_dir=self.create_tempdir().full_path)
         for split, docs in self.docs.items():
             self.assertEqual([row.strip("\n") for row in rows[split]["text"]], docs)
 
     def test_rerun_leaves_files(self):
         before = {split: (p.read_bytes(), p.stat().st_mtime_ns) for split, p in self.paths.items()}
-        quickstart_corpus.main(["--output_dir", self.tmp.name])
+        quickstart_corpus.main(["--output_dir", str(self.folder)])
         self.assertEqual({split: (p.read_bytes(), p.stat().st_mtime_ns) for split, p in self.paths.items()}, before)
 
 
