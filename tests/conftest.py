@@ -23,9 +23,6 @@ if WORKER:
     # each other): each worker, and every process it starts, computes on one thread.
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
-    # Inductor compiles C++ kernels in a pool of processes, one per core, each importing torch first: with both cores
-    # busy the pool only adds that work. Each worker compiles in its own process instead.
-    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     # absl's default test folder (get_default_test_tmpdir, named subfolders of it) is one per worker, so that two
     # workers never write the same folder; absltest reads TEST_TMPDIR when it is first imported, after this.
     os.environ["TEST_TMPDIR"] = tempfile.mkdtemp(prefix=f"t5kit-tests-{WORKER}-")
