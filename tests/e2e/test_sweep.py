@@ -177,7 +177,7 @@ class SharedStudyTest(parameterized.TestCase):
     @pytest.mark.kill  # SIGKILLs an agent mid-trial
     def test_killed_agent_resumes_and_fails_its_running_trial(self):
         folder = Path(self.create_tempdir().full_path)
-        path = write_sweep(folder, toy_space(evals=3, sleep_s=1.0))
+        path = write_sweep(folder, toy_space(evals=3, sleep_s=0.5))
         args = ["--trials", "3", "--heartbeat_interval", "1", "--output_dir", str(folder / "out")]
         agent = start_agent(path, *args)
         deadline = time.monotonic() + AGENT_TIMEOUT_S
