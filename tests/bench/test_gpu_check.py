@@ -248,6 +248,7 @@ class BudgetTest(parameterized.TestCase):
         self.assertEqual(check.results["bf16_correctness"]["status"], "skipped")
         self.assertRegex(check.results["bf16_correctness"]["note"], r"would overrun: estimate 3600 s, \d+ s left")
 
+    @pytest.mark.slow  # a command stopped after its budget
     def test_a_command_that_outlives_the_budget_is_stopped(self):
         check = self.check(2)
         began = time.time()

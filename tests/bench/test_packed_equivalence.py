@@ -3,11 +3,13 @@ rows compute what their examples compute unpacked, for every attention implement
 segment masks were missing."""
 from unittest import mock
 
+import pytest
 from absl.testing import absltest
 
 from bench import packed_equivalence
 
 
+@pytest.mark.slow  # the bench's padded and packed training runs
 class PackedEquivalenceTest(absltest.TestCase):
 
     def test_packed_rows_match_the_examples_unpacked(self):

@@ -3,6 +3,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 
@@ -13,6 +14,7 @@ from tests.helpers import save_tiny_t5
 
 class WordStatisticsTest(parameterized.TestCase):
 
+    @pytest.mark.slow  # writes the transfer-part models
     def test_the_model_is_transfer_parts_random_init_with_the_vectors_as_embeddings(self):
         from transformers import T5ForConditionalGeneration
 

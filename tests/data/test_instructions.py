@@ -5,6 +5,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 
 from metrics import compute_task_metrics
@@ -288,6 +289,7 @@ class FlanTasksTest(T5TokenizerTestCase):
         self.assertGreaterEqual(len(set(used)), 6)  # 40 draws over 9 templates
         self.assertEqual(set(first.targets), {"yes", "no"})
 
+    @pytest.mark.slow  # FLAN's few-shot templates over a training split
     def test_few_shot_exemplars_come_from_training_rows_never_the_example(self):
         sst2 = dict(task="sst2", folder="glue/SST-2", role="train", split="train", max_train_samples=5)
         train = self.split(few_shot=2, **sst2)

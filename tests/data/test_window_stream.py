@@ -11,6 +11,7 @@ from unittest import mock
 
 import datasets
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 from transformers import T5TokenizerFast
 
@@ -188,6 +189,7 @@ class ReadingAheadTest(StreamTestCase):
                 list(stream)
         self.assertEmpty(prefetch_threads())
 
+    @pytest.mark.slow  # a second interpreter
     def test_a_program_ending_mid_iteration_stops_the_reading_thread_first(self):
         """A run stopped at max_steps ends with its iteration unfinished. The interpreter kills daemon threads where
         they stand, which aborts the process when one is inside native code (the tokenizer); the reading thread

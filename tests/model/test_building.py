@@ -359,6 +359,7 @@ class ResidualStreamDtypeTest(parameterized.TestCase):
                               len(model.decoder.embed_tokens._forward_hooks)], [hooks, hooks])
 
 
+@pytest.mark.slow  # pre-training and fine-tuning runs
 class ActivationDtypeRunTest(OneThreadTestCase):
     """--bf16 true --activation_dtype bfloat16 on the CPU: both entry scripts train with finite losses that differ
     from the float32 stream's, and config.yaml and the model card record the flag."""

@@ -50,6 +50,7 @@ class ConverterSeamTest(absltest.TestCase):
         self.assertEqual(torch.get_num_threads(), 2)
         self.assertEqual(translator.num_translators, 2)  # two workers of one thread each
 
+    @pytest.mark.slow  # CTranslate2's converter and translator
     def test_converter_reads_a_tiny_saved_model_and_the_translator_scores_it(self):
         tmp = Path(self.create_tempdir().full_path)
         source = save_tiny_t5(tmp / "model")

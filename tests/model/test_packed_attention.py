@@ -14,6 +14,7 @@ import types
 from unittest import mock
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 import transformers
@@ -224,6 +225,7 @@ class FlexBlockMaskTest(OneThreadTestCase):
     CPU backward), where it must give sdpa's token losses."""
 
     @parameterized.named_parameters(("encoder_only_with_96_targets", 96), ("all_three_with_128_targets", 128))
+    @pytest.mark.slow  # a forward of 128 targets through all three masks
     def test_block_mask_forward_matches_sdpa(self, target_length):
         examples = collated_examples(UL2_DENOISERS, "RXS", 2)
         packed, _ = pack(examples, 128, target_length)  # 128 inputs: whole flex blocks
@@ -334,6 +336,7 @@ def banded_ul2_rows():
     return batch
 
 
+@pytest.mark.slow  # token losses and gradients of four model variants
 class BandedEqualsDenseTest(OneThreadTestCase):
 
     @parameterized.named_parameters(("sdpa", "sdpa", False), (t5_flex_attention.NAME, t5_flex_attention.NAME, False),

@@ -11,6 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from absl.testing import absltest, parameterized
 
@@ -91,6 +92,7 @@ SUPERGLUE_SHARED_TASKS = official_tasks("super_glue", SHARED_DATA / "superglue")
 SUPERGLUE_FIXTURE_TASKS = official_tasks("super_glue", FIXTURES)
 
 
+@pytest.mark.slow  # reads and rewrites the real GLUE and SuperGLUE files
 class RoundTripTest(parameterized.TestCase):
     """Official file -> project rows -> hub-shaped rows -> fetch_data's writer -> the project reads the same."""
 

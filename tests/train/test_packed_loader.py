@@ -144,6 +144,7 @@ class PackedBatchesTest(OneThreadTestCase):
 
 class PackedRunTest(OneThreadTestCase):
 
+    @pytest.mark.slow  # a packed pre-training run
     def test_packed_prefix_lm_pre_training(self):
         """Rows of 64 inputs and 64 targets (prefix-LM's targets match its inputs) holding windows of 8 ids: the log
         lines count the windows, metrics.json adds them up, the derived shapes are the packed ones."""
@@ -184,6 +185,7 @@ class PackedRunTest(OneThreadTestCase):
         for name, tensor in expected.items():
             self.assertTrue(got[name].equal(tensor), f"{name} differs after resuming")
 
+    @pytest.mark.slow  # a packed fine-tuning run
     def test_packed_fine_tuning_evaluates_unpacked(self):
         """RTE's pairs (about 70 ids) in rows of 256 inputs: several examples a row; evaluation (unpacked) scores."""
         out = self.dir / "rte"

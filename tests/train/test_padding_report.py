@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 from absl.testing import absltest, parameterized
 
@@ -38,6 +39,7 @@ class CountsTest(parameterized.TestCase):
         self.assertIsNone(padding_report.run_mean(history, "decoder_padding"))
 
 
+@pytest.mark.slow  # pre-training and fine-tuning runs
 class RunReportTest(OneThreadTestCase):
 
     def test_span_corruption_has_no_padding_and_ul2_reports_its_own(self):

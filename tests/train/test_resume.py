@@ -188,6 +188,7 @@ EVENTS = (
 )
 
 
+@pytest.mark.slow  # a run with every event of a step
 class StepTimelineTest(OneThreadTestCase):
 
     def test_one_optimizer_step_runs_its_events_in_the_order_the_architecture_page_states(self):
