@@ -1,8 +1,8 @@
 # make test        -> creates .venv on first use, then runs the offline test suite on every core (pytest-xdist);
 #                     tests needing real data read $T5_DATA_DIR (unset: ../shared/data), e.g. `make data &&
-#                     T5_DATA_DIR=data make test`. 2 cores, 2026-12-07: "2478 passed ... in 471.47s"
+#                     T5_DATA_DIR=data make test`. 2 cores, 2026-12-08: "2480 passed ... in 513.82s"
 # make test-fast   -> the same without the slow kinds marked in pytest.ini (launches, kills, sweep agents,
-#                     training in setUpClass, slow tests): "2216 passed ... in 71.08s"
+#                     training in setUpClass, slow tests): "2178 passed ... in 57.29s"
 # make quickstart  -> creates .venv on first use, then pre-trains a tiny T5 offline in about two minutes
 # make bench       -> the benchmark scripts under bench/ (figures printed, see README)
 # make bench-quality -> the CPU recipe vs random init: SST-2, RTE, CoLA x 3 seeds (docs/quality.md; ~20 min on 2 cores)
