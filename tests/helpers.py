@@ -25,7 +25,7 @@ from unittest import mock
 
 import numpy as np
 import torch
-from absl.testing import absltest, parameterized
+from absl.testing import parameterized
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR_ENV = "T5_DATA_DIR"
@@ -89,18 +89,20 @@ def tiny_flags(output_dir, **overrides):
 
 def built_once(name, build):
     """The folder `build(folder)` fills, built once per test run for all pytest-xdist workers (under a file lock in a
-    folder named by the run's id; a single process builds it in its own test folder); returns (folder, what `build`
-    returned, as JSON). A worker that needs it while another builds it waits instead of building it a second time."""
+    temp folder named by the run's id, or by the process's id without xdist); returns (folder, what `build` returned,
+    as JSON). A worker that needs it while another builds it waits instead of building it a second time."""
     import filelock  # huggingface_hub's and datasets' lock
 
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    root = Path(tempfile.gettempdir()) / f"t5kit-tests-{run}" if run else Path(absltest.get_default_test_tmpdir())
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"  # never a build of an earlier run
+    root = Path(tempfile.gettempdir()) / f"t5kit-tests-{run}"
     root.mkdir(parents=True, exist_ok=True)
     folder, done = root / name, root / f"{name}.json"
     with filelock.FileLock(root / f"{name}.lock"):
         if not done.exists():
-            shutil.rmtree(folder, ignore_errors=True)  # what a killed earlier build left
-            done.write_text(json.dumps(build(folder)))
+            shutil.rmtree(folder, ignore_errors=True)  # what a build stopped by an exception left
+            partial = done.with_suffix(".tmp")
+            partial.write_text(json.dumps(build(folder)))
+            os.replace(partial, done)  # the record appears whole, once the folder is complete
     return folder, json.loads(done.read_text())
 
 

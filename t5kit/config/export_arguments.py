@@ -6,11 +6,11 @@ from pathlib import Path
 from t5kit.config.arguments import (
     HubArguments,
     ModelPathArguments,
-    check_choices,
     check_positive,
     looks_like_a_folder,
 )
 from t5kit.config.output_arguments import OutputDirArguments, OverwriteOutputDirArguments
+from t5kit.config.parsing import check_choices
 from t5kit.errors import UsageError
 
 EXPORT_FORMATS = ("ctranslate2",)

@@ -11,10 +11,10 @@ from t5kit.config.arguments import (
     T5_SOURCE_LENGTH,
     T5TrainingArguments,
     TaskInputArguments,
-    check_choices,
     check_data_files,
     check_positive,
 )
+from t5kit.config.parsing import check_choices
 from t5kit.config.sni_arguments import SNI_BENCHMARK, SNI_SOURCE_LENGTH, SNIArguments
 from t5kit.errors import UsageError
 from t5kit.specs import TaskDataSpec, TaskSelection

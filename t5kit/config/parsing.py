@@ -103,7 +103,6 @@ def invalid_choice_message(flag, value, choices):
     return f"--{flag}={shown!r} is not a valid choice{did_you_mean(shown, listed, len(listed) <= MAX_LISTED_CHOICES)}"
 
 
-
 def check_choices(instance):
     """Refuses a value outside its field's declared choices (a dataclass built in code, not through the parser)."""
     for f in dataclasses.fields(instance):
@@ -111,6 +110,7 @@ def check_choices(instance):
         value = getattr(instance, f.name)
         if choices and value is not None and value not in choices:
             raise UsageError(invalid_choice_message(f.name, value, choices))
+
 
 def split_argv(argv):
     """Splits argv into leading config files and the `--flag value` overrides that follow them."""

@@ -9,9 +9,9 @@ from t5kit.config.arguments import (
     LABEL_SCORING_CHOICES,
     ModelSourceArguments,
     TaskInputArguments,
-    check_choices,
     check_positive,
 )
+from t5kit.config.parsing import check_choices
 from t5kit.errors import UsageError
 
 INPUT_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".tsv")

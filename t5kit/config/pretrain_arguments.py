@@ -9,8 +9,9 @@ from pathlib import Path
 import yaml
 
 import constants
-from t5kit.config.arguments import check_choices, check_data_files, check_positive
+from t5kit.config.arguments import check_data_files, check_positive
 from t5kit.config.mapping_file import yaml_error_where
+from t5kit.config.parsing import check_choices
 from t5kit.errors import UsageError, did_you_mean
 from t5kit.specs import FILE_BUILDERS, CorpusSpec, ObjectiveSpec, check_span_settings
 

@@ -3,6 +3,7 @@ T5 tokenizer pass it: tests/model/test_tokenizer_training.py.)"""
 import subprocess
 import sys
 
+import pytest
 import transformers
 from absl.testing import absltest, parameterized
 from tokenizers import Tokenizer, models
@@ -24,6 +25,7 @@ class CheckTokenizerTest(parameterized.TestCase):
         with self.assertRaisesRegex(UsageError, f"tokenizer word-level {message}.*train_tokenizer.py"):
             tokenizer_check.check_t5_tokenizer(tokenizer, "word-level")
 
+    @pytest.mark.slow  # a second interpreter
     def test_train_tokenizer_imports_no_torch(self):
         """train_tokenizer.py's flags and check load without torch (transformers' tokenizer classes bring it later,
         when the script builds the tokenizer), so that a refused flag is answered in about a second."""
